@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds every Kubernetes binary fleetslice tests and runs against, from the Go module proxy, into a
+# cache outside the checkout keyed by version. A binary already in the cache is reused, so only the
+# first run on a machine pays for the build (kube-apiserver takes a few minutes on 2 cores).
+# Prints the cache directory on its last line.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+cache_root=${FLEETSLICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetslice}
+dir="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
+mkdir -p "$dir"
+
+# build NAME VERSION MODULE_DIR PACKAGE
+build() {
+	local name=$1 version=$2 moddir=$3 pkg=$4
+	if [[ -x "$dir/$name" ]]; then
+		return
+	fi
+	echo "building $name $version from source, first run only" >&2
+	local start=$SECONDS
+	(cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -o "$dir/.$name.tmp" "$pkg")
+	mv "$dir/.$name.tmp" "$dir/$name"
+	echo "built $name in $((SECONDS - start))s" >&2
+}
+
+build etcd "$ETCD_VERSION" etcd .
+build kube-apiserver "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver
+build kube-controller-manager "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler
+build kubectl "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kubectl
+build kwok "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwok
+build kwokctl "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwokctl
+
+echo "$dir"
