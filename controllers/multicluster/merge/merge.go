@@ -1,0 +1,250 @@
+// Package merge decides, without any client calls, what ServiceImport the exports of one
+// Service across a ClusterSet add up to, and which exports conflict (KEP-1645).
+//
+// Rules:
+//   - The oldest export (exportCreationTimestamp, ties broken by ascending cluster id) wins
+//     every field that cannot simply be merged.
+//   - Ports are the union of all exports' ports, merged by name first, then by protocol and
+//     port number. A port clashing with an older one (same name but another protocol, number or
+//     appProtocol; or another name but the same protocol and number) is dropped and raises
+//     PortConflict. Ports of different names and numbers just add up.
+//   - Type, sessionAffinity, sessionAffinityConfig, internalTrafficPolicy, trafficDistribution,
+//     ipFamilies, exportedLabels and exportedAnnotations each raise their own reason when any
+//     export differs from the oldest. Unset values compare equal to the API defaults (None
+//     affinity, Cluster policy, TCP), and ipFamilies compare as sets: [IPv4, IPv6] and
+//     [IPv6, IPv4] reach the same backends, so they do not conflict; the oldest's order is used.
+//   - A conflicting field is reported on every export of the Service, the oldest included, as
+//     KEP-1645 asks ("set on all ServiceExports for the conflicted service") and as the MCS
+//     conformance suite checks. Every export therefore carries the same comma-joined reasons,
+//     in the order of ConflictReasonOrder; only the message differs, telling each cluster
+//     whether its own value lost and which cluster's value is used instead.
+//
+// Merge is deterministic: the same set of records gives the same Result in any input order.
+package merge
+
+import (
+	"cmp"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+)
+
+// Record is one cluster's export of the Service, as published to the broker.
+type Record = v1alpha1.ServiceExportRecordSpec
+
+// ConflictReasonOrder is the fixed order in which conflict reasons are joined.
+var ConflictReasonOrder = []mcsv1beta1.ServiceExportConditionReason{
+	mcsv1beta1.ServiceExportReasonPortConflict,
+	mcsv1beta1.ServiceExportReasonTypeConflict,
+	mcsv1beta1.ServiceExportReasonSessionAffinityConflict,
+	mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict,
+	mcsv1beta1.ServiceExportReasonLabelsConflict,
+	mcsv1beta1.ServiceExportReasonAnnotationsConflict,
+	mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
+	mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
+	mcsv1beta1.ServiceExportReasonIPFamilyConflict,
+}
+
+// Result is the merged view of all exports of one Service.
+type Result struct {
+	// Spec is what every member's ServiceImport must agree on. IPs is left empty: each member
+	// fills it from its own derived Service.
+	Spec mcsv1beta1.ServiceImportSpec
+	// Labels and Annotations are the oldest export's exportedLabels and exportedAnnotations.
+	Labels      map[string]string
+	Annotations map[string]string
+	// Clusters lists every exporting cluster once, ascending.
+	Clusters []string
+	// OldestCluster is the cluster whose export wins the conflicts.
+	OldestCluster string
+	// Reasons lists the conflicting properties in ConflictReasonOrder; empty without conflicts.
+	Reasons []mcsv1beta1.ServiceExportConditionReason
+	// Conflicts holds the Conflict condition of each cluster's export, one per cluster, in
+	// the order of Clusters.
+	Conflicts []ClusterConflict
+	// DuplicateRecords counts records dropped because their cluster had published an older
+	// (or, at equal age, canonically smaller) record for the same Service; normally zero.
+	DuplicateRecords int
+}
+
+// ClusterConflict is the Conflict condition one cluster sets on its ServiceExport.
+type ClusterConflict struct {
+	Cluster  string
+	Conflict bool
+	// Reason is the comma-joined conflict reasons, or NoConflicts.
+	Reason  string
+	Message string
+}
+
+// Condition returns the ServiceExport Conflict condition. LastTransitionTime is left zero so
+// that meta.SetStatusCondition stamps it only when the status really changes.
+func (c ClusterConflict) Condition() metav1.Condition {
+	status := metav1.ConditionFalse
+	if c.Conflict {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{
+		Type:    string(mcsv1beta1.ServiceExportConditionConflict),
+		Status:  status,
+		Reason:  c.Reason,
+		Message: c.Message,
+	}
+}
+
+// ConflictFor returns the Conflict data of cluster's export, if that cluster exports.
+func (r Result) ConflictFor(cluster string) (ClusterConflict, bool) {
+	i, found := slices.BinarySearchFunc(r.Conflicts, cluster, func(c ClusterConflict, id string) int {
+		return cmp.Compare(c.Cluster, id)
+	})
+	if !found {
+		return ClusterConflict{}, false
+	}
+	return r.Conflicts[i], true
+}
+
+// Merge computes the ServiceImport of one Service from every cluster's record of it. The
+// caller passes the records of a single namespace/name; an empty input gives an empty Result
+// (no cluster exports, so no ServiceImport should exist).
+func Merge(records []Record) Result {
+	ordered, duplicates := oldestFirst(records)
+	if len(ordered) == 0 {
+		return Result{}
+	}
+	oldest := ordered[0]
+	result := Result{
+		Spec: mcsv1beta1.ServiceImportSpec{
+			Type:                  oldest.Type,
+			SessionAffinity:       oldest.SessionAffinity,
+			SessionAffinityConfig: oldest.SessionAffinityConfig.DeepCopy(),
+			IPFamilies:            slices.Clone(oldest.IPFamilies),
+			InternalTrafficPolicy: clonePointer(oldest.InternalTrafficPolicy),
+			TrafficDistribution:   clonePointer(oldest.TrafficDistribution),
+		},
+		Labels:           maps.Clone(oldest.ExportedLabels),
+		Annotations:      maps.Clone(oldest.ExportedAnnotations),
+		OldestCluster:    oldest.ClusterID,
+		DuplicateRecords: duplicates,
+	}
+
+	ports := unitePorts(ordered)
+	result.Spec.Ports = ports.merged
+	if result.Spec.Ports == nil {
+		// The ServiceImport schema requires the ports field to be present.
+		result.Spec.Ports = []mcsv1beta1.ServicePort{}
+	}
+
+	fieldConflicts := findFieldConflicts(ordered)
+	result.Reasons = conflictReasons(len(ports.losses) > 0, fieldConflicts)
+
+	result.Clusters = make([]string, len(ordered))
+	for i := range ordered {
+		result.Clusters[i] = ordered[i].ClusterID
+	}
+	slices.Sort(result.Clusters)
+
+	result.Conflicts = make([]ClusterConflict, len(result.Clusters))
+	for i, cluster := range result.Clusters {
+		result.Conflicts[i] = describeConflict(cluster, oldest, len(ordered), result.Reasons, ports.losses, fieldConflicts)
+	}
+	return result
+}
+
+// oldestFirst keeps one record per cluster and sorts them oldest first, ties broken by
+// cluster id, so that the winner never depends on the order the records were listed in.
+func oldestFirst(records []Record) ([]*Record, int) {
+	byCluster := make(map[string]*Record, len(records))
+	duplicates := 0
+	for i := range records {
+		record := &records[i]
+		kept, seen := byCluster[record.ClusterID]
+		if !seen {
+			byCluster[record.ClusterID] = record
+			continue
+		}
+		duplicates++
+		if compareDuplicates(record, kept) < 0 {
+			byCluster[record.ClusterID] = record
+		}
+	}
+	ordered := slices.Collect(maps.Values(byCluster))
+	slices.SortFunc(ordered, compareAge)
+	return ordered, duplicates
+}
+
+func compareAge(a, b *Record) int {
+	if c := a.ExportCreationTimestamp.Time.Compare(b.ExportCreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ClusterID, b.ClusterID)
+}
+
+// compareDuplicates orders two records of the same cluster: the older wins, and at equal age
+// the canonical JSON encoding decides, which only matters for input that should not exist.
+func compareDuplicates(a, b *Record) int {
+	if c := compareAge(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(canonicalJSON(a), canonicalJSON(b))
+}
+
+func canonicalJSON(r *Record) string {
+	encoded, err := json.Marshal(r)
+	if err != nil {
+		// A spec of plain strings, numbers and maps always encodes; keep a total order anyway.
+		return ""
+	}
+	return string(encoded)
+}
+
+func clonePointer[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// Effective values: what an unset field means once the API server has applied its defaults.
+
+func effectiveAffinity(a corev1.ServiceAffinity) corev1.ServiceAffinity {
+	if a == "" {
+		return corev1.ServiceAffinityNone
+	}
+	return a
+}
+
+func effectiveProtocol(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+func effectiveTrafficPolicy(p *corev1.ServiceInternalTrafficPolicy) corev1.ServiceInternalTrafficPolicy {
+	if p == nil || *p == "" {
+		return corev1.ServiceInternalTrafficPolicyCluster
+	}
+	return *p
+}
+
+func stringOrEmpty(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// affinityTimeout is the only content of a SessionAffinityConfig; nil means "not set".
+func affinityTimeout(c *corev1.SessionAffinityConfig) *int32 {
+	if c == nil || c.ClientIP == nil {
+		return nil
+	}
+	return c.ClientIP.TimeoutSeconds
+}

@@ -1,0 +1,115 @@
+package merge
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// ExportError says why a ServiceExport cannot be published. Reason is the reason of the
+// export's Valid=False condition and Message a human explanation for it.
+type ExportError struct {
+	Reason  mcsv1beta1.ServiceExportConditionReason
+	Message string
+}
+
+func (e *ExportError) Error() string {
+	return string(e.Reason) + ": " + e.Message
+}
+
+// RecordFromService returns the record cluster clusterID publishes for export, whose Service
+// (same namespace and name) is service, or nil when it does not exist. It fails with an
+// *ExportError (reason NoService or InvalidServiceType) when the export is not valid, and with
+// a plain error when the arguments themselves are unusable.
+func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, service *corev1.Service) (Record, error) {
+	if export == nil {
+		return Record{}, errors.New("no ServiceExport given")
+	}
+	if clusterID == "" {
+		return Record{}, errors.New("no cluster id given")
+	}
+	exportName := export.Namespace + "/" + export.Name
+	switch {
+	case service == nil:
+		return Record{}, &ExportError{
+			Reason:  mcsv1beta1.ServiceExportReasonNoService,
+			Message: fmt.Sprintf("Service %s does not exist", exportName),
+		}
+	case service.Namespace != export.Namespace || service.Name != export.Name:
+		return Record{}, &ExportError{
+			Reason:  mcsv1beta1.ServiceExportReasonNoService,
+			Message: fmt.Sprintf("Service %s/%s is not the Service of export %s", service.Namespace, service.Name, exportName),
+		}
+	case service.DeletionTimestamp != nil:
+		// Publishing a Service that is going away would only resurrect it in other clusters.
+		return Record{}, &ExportError{
+			Reason:  mcsv1beta1.ServiceExportReasonNoService,
+			Message: fmt.Sprintf("Service %s is being deleted", exportName),
+		}
+	}
+
+	importType, err := importTypeOf(service)
+	if err != nil {
+		return Record{}, err
+	}
+
+	return Record{
+		ClusterID:               clusterID,
+		ExportCreationTimestamp: *export.CreationTimestamp.DeepCopy(),
+		ServiceNamespace:        export.Namespace,
+		ServiceName:             export.Name,
+		Type:                    importType,
+		Ports:                   importPorts(service.Spec.Ports),
+		SessionAffinity:         effectiveAffinity(service.Spec.SessionAffinity),
+		SessionAffinityConfig:   service.Spec.SessionAffinityConfig.DeepCopy(),
+		IPFamilies:              slices.Clone(service.Spec.IPFamilies),
+		InternalTrafficPolicy:   clonePointer(service.Spec.InternalTrafficPolicy),
+		TrafficDistribution:     clonePointer(service.Spec.TrafficDistribution),
+		ExportedLabels:          maps.Clone(export.Spec.ExportedLabels),
+		ExportedAnnotations:     maps.Clone(export.Spec.ExportedAnnotations),
+	}, nil
+}
+
+// importTypeOf maps a Service to the ServiceImport type it exports as. ClusterIP "None" makes
+// a Service headless whatever its type says.
+func importTypeOf(service *corev1.Service) (mcsv1beta1.ServiceImportType, error) {
+	switch service.Spec.Type {
+	case corev1.ServiceTypeExternalName:
+		return "", &ExportError{
+			Reason:  mcsv1beta1.ServiceExportReasonInvalidServiceType,
+			Message: fmt.Sprintf("Service %s/%s is of type ExternalName, which cannot be exported", service.Namespace, service.Name),
+		}
+	case "", corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		if service.Spec.ClusterIP == corev1.ClusterIPNone {
+			return mcsv1beta1.Headless, nil
+		}
+		return mcsv1beta1.ClusterSetIP, nil
+	default:
+		return "", &ExportError{
+			Reason:  mcsv1beta1.ServiceExportReasonInvalidServiceType,
+			Message: fmt.Sprintf("Service %s/%s has the unknown type %q", service.Namespace, service.Name, service.Spec.Type),
+		}
+	}
+}
+
+// importPorts keeps what a consumer of the ServiceImport sees of each port; node ports and
+// target ports stay local to the exporting cluster.
+func importPorts(ports []corev1.ServicePort) []mcsv1beta1.ServicePort {
+	if len(ports) == 0 {
+		return nil
+	}
+	imported := make([]mcsv1beta1.ServicePort, len(ports))
+	for i, p := range ports {
+		imported[i] = mcsv1beta1.ServicePort{
+			Name:        p.Name,
+			Protocol:    effectiveProtocol(p.Protocol),
+			AppProtocol: clonePointer(p.AppProtocol),
+			Port:        p.Port,
+		}
+	}
+	return imported
+}
