@@ -1,0 +1,136 @@
+package dataplane
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// family holds the spellings that differ between the ip and ip6 tables.
+type family struct {
+	nft      knftables.Family
+	selector string // "ip" or "ip6" in matches and NAT statements
+	addrType string // set key type of an address
+	loopback string // the prefix that NodePorts never answer on
+}
+
+var (
+	ipv4 = family{knftables.IPv4Family, "ip", "ipv4_addr", "127.0.0.0/8"}
+	ipv6 = family{knftables.IPv6Family, "ip6", "ipv6_addr", "::1"}
+)
+
+func familyFor(f knftables.Family) (family, bool) {
+	switch f {
+	case knftables.IPv4Family, "":
+		return ipv4, true
+	case knftables.IPv6Family:
+		return ipv6, true
+	}
+	return family{}, false
+}
+
+func (f family) contains(ip netip.Addr) bool {
+	if f.selector == "ip" {
+		return ip.Is4()
+	}
+	return ip.Is6()
+}
+
+// dnatTarget spells one endpoint as a "dnat to" argument.
+func (f family) dnatTarget(ap netip.AddrPort) string {
+	return ap.String() // [v6]:port or v4:port, both accepted by nft
+}
+
+// Names of the fixed objects of the table.
+const (
+	chainNATPrerouting  = "nat-prerouting"
+	chainNATOutput      = "nat-output"
+	chainNATPostrouting = "nat-postrouting"
+	chainFilterInput    = "filter-input"
+	chainFilterForward  = "filter-forward"
+	chainFilterOutput   = "filter-output"
+	chainServices       = "services"
+	chainEndpointChecks = "endpoint-checks"
+	chainNodePortChecks = "nodeport-checks"
+	chainReject         = "reject-service"
+	chainMasquerading   = "masquerading"
+	chainMarkMasquerade = "mark-for-masquerade"
+	chainClusterMasq    = "cluster-masquerade"
+	mapServiceIPs       = "service-ips"
+	mapServiceNodePorts = "service-nodeports"
+	mapNoEndpointIPs    = "no-endpoint-services"
+	mapNoEndpointPorts  = "no-endpoint-nodeports"
+	setHairpin          = "hairpin-endpoints"
+	setPodCIDRs         = "pod-cidrs"
+	verdictReject       = "goto " + chainReject
+	verdictDrop         = "drop"
+	maxObjectNameLength = 96
+	nameHashAlphabet    = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+)
+
+var nameEncoding = base32.NewEncoding(nameHashAlphabet).WithPadding(base32.NoPadding)
+
+// objectName builds a stable name "<kind>-<hash>-<readable>": the hash of the
+// full identity keeps names unique however the readable part is cut to fit,
+// and the readable part tells an operator reading `nft list table` which
+// Service a chain belongs to.
+func objectName(kind string, identity ...string) string {
+	h := sha256.New()
+	for _, part := range identity {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	sum := h.Sum(nil)
+	prefix := kind + "-" + nameEncoding.EncodeToString(sum[:8])[:12] + "-"
+	readable := sanitize(strings.Join(identity, "/"))
+	if room := maxObjectNameLength - len(prefix); len(readable) > room {
+		readable = readable[:room]
+	}
+	return prefix + readable
+}
+
+// sanitize keeps characters that nft accepts in an unquoted identifier, so a
+// strange name from a buggy caller cannot break the whole transaction.
+func sanitize(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '/', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func portLabel(p Port) string {
+	if p.Name == "" {
+		return "_"
+	}
+	return p.Name
+}
+
+func serviceChainName(svc *Service, p Port) string {
+	return objectName("svc", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p))
+}
+
+func externalChainName(svc *Service, p Port) string {
+	return objectName("ext", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p))
+}
+
+func endpointChainName(svc *Service, p Port, ep netip.AddrPort) string {
+	return objectName("ep", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p), ep.String())
+}
+
+// affinitySetName includes the timeout: nft refuses to change the timeout of
+// an existing set, so a new timeout gets a new set.
+func affinitySetName(svc *Service, p Port, ep netip.AddrPort) string {
+	return objectName("aff", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p), ep.String(),
+		strconv.FormatInt(int64(svc.AffinityTimeout.Seconds()), 10))
+}

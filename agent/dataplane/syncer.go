@@ -1,0 +1,309 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Options configure a Syncer. The zero value is usable for IPv4.
+type Options struct {
+	// Family is knftables.IPv4Family (the default) or knftables.IPv6Family
+	// and must match the family the knftables.Interface was created with.
+	// A dual-stack node runs one Syncer per family.
+	Family knftables.Family
+	// PodCIDRs sets the masquerade policy for cluster traffic: connections
+	// to a cluster IP from a source outside these prefixes (the node itself,
+	// other hosts) are masqueraded so replies come back through this node;
+	// connections from pods keep their source. Empty means masquerade all
+	// cluster-IP traffic, which is always correct, only less transparent.
+	// NodePort traffic is always masqueraded, except with ExternalLocal.
+	// A pod reaching itself through a Service (hairpin) is masqueraded when
+	// its endpoint is marked Local.
+	PodCIDRs []netip.Prefix
+	// MasqueradeMark is the packet mark bit that flags connections for
+	// masquerading; zero means 0x4000, the bit kube-proxy uses.
+	MasqueradeMark uint32
+	// StaleChainDelay is how long a chain that is no longer used stays
+	// (flushed) before it is deleted by a later sync. Kernels before 6.2
+	// notice late that a chain lost its last map reference and refuse to
+	// delete it in the same transaction. Zero means one second.
+	StaleChainDelay time.Duration
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+}
+
+// Stats describe one Sync.
+type Stats struct {
+	// Full is true when the table was deleted and rebuilt.
+	Full bool
+	// Services counts the Services programmed after the sync.
+	Services int
+	// Changed counts Services whose objects were (re)written.
+	Changed int
+	// Removed counts Services whose objects were deleted.
+	Removed int
+	// Operations is the number of operations in the transaction.
+	Operations int
+	// Duration is the wall time of the whole sync, transaction included.
+	Duration time.Duration
+	// Rejected lists Services left out of the table, with the reason.
+	Rejected []Rejection
+}
+
+// Rejection explains why a Service was left out.
+type Rejection struct {
+	Service string
+	Reason  string
+}
+
+// Syncer programs Services into the fleetslice table. It is safe for
+// concurrent use; syncs are serialized.
+type Syncer struct {
+	mu   sync.Mutex
+	nft  knftables.Interface
+	fam  family
+	opts Options
+
+	// What the last successful transaction left in the kernel.
+	written     map[string]*serviceRecord
+	hairpinRefs map[string]int
+	staleChains map[string]time.Time
+	// needFull forces the next sync to rebuild: nothing is known before the
+	// first sync, and after a failure the table may have drifted.
+	needFull bool
+}
+
+// serviceRecord remembers what one Service wrote, so an incremental sync can
+// skip it when unchanged and remove exactly its objects otherwise.
+type serviceRecord struct {
+	fingerprint [32]byte
+	chains      []string
+	sets        []string
+	entries     []mapEntry
+	hairpin     [][]string
+}
+
+// New returns a Syncer that writes through nft, which must have been created
+// for Options.Family and TableName (or be a knftables.NewFake for tests and
+// dry runs).
+func New(nft knftables.Interface, opts Options) (*Syncer, error) {
+	if nft == nil {
+		return nil, errors.New("dataplane: nil nftables interface")
+	}
+	fam, ok := familyFor(opts.Family)
+	if !ok {
+		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", opts.Family)
+	}
+	opts.Family = fam.nft
+	if opts.MasqueradeMark == 0 {
+		opts.MasqueradeMark = 0x4000
+	}
+	if opts.StaleChainDelay <= 0 {
+		opts.StaleChainDelay = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	for _, p := range opts.PodCIDRs {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("dataplane: invalid pod CIDR %v", p)
+		}
+	}
+	return &Syncer{
+		nft: nft, fam: fam, opts: opts,
+		written:     map[string]*serviceRecord{},
+		hairpinRefs: map[string]int{},
+		staleChains: map[string]time.Time{},
+		needFull:    true,
+	}, nil
+}
+
+// desiredService is a validated Service ready to render.
+type desiredService struct {
+	key         string
+	svc         Service
+	fingerprint [32]byte
+}
+
+// Sync makes the table match services in one transaction. With full, or
+// when the previous sync failed, it rebuilds the whole table; otherwise it
+// touches only Services that changed since the last successful sync. On
+// error nothing in the kernel changed (the transaction is atomic), the
+// Syncer's memory is untouched, and the next sync is a full one.
+func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := s.opts.Clock()
+	stats := Stats{Full: full || s.needFull}
+	desired, rejected := s.prepare(services)
+	stats.Rejected = rejected
+	stats.Services = len(desired)
+
+	tx := s.nft.NewTransaction()
+	var commit func()
+	if stats.Full {
+		commit = s.planFull(tx, desired, &stats)
+	} else {
+		commit = s.planIncremental(tx, desired, start, &stats)
+	}
+	stats.Operations = tx.NumOperations()
+	if stats.Operations > 0 {
+		if err := s.nft.Run(ctx, tx); err != nil {
+			s.needFull = true
+			stats.Duration = s.opts.Clock().Sub(start)
+			return stats, fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
+				stats.Operations, err)
+		}
+	}
+	commit()
+	s.needFull = false
+	stats.Duration = s.opts.Clock().Sub(start)
+	return stats, nil
+}
+
+// claim identifies a packet match two Services must not share.
+type claim struct {
+	ip       netip.Addr // invalid for NodePorts
+	protocol Protocol
+	port     uint16
+}
+
+// prepare validates and normalizes services, in a stable order. Of two
+// Services claiming the same cluster IP and port or the same NodePort, the
+// first by namespace/name wins and the other is rejected until the conflict
+// goes away.
+func (s *Syncer) prepare(services []Service) ([]desiredService, []Rejection) {
+	var rejected []Rejection
+	byKey := make(map[string]bool, len(services))
+	desired := make([]desiredService, 0, len(services))
+	for i := range services {
+		key := services[i].Key()
+		norm, ok, err := normalize(services[i], s.fam)
+		if err != nil {
+			rejected = append(rejected, Rejection{key, err.Error()})
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if byKey[key] {
+			rejected = append(rejected, Rejection{key, "duplicate service " + key})
+			continue
+		}
+		byKey[key] = true
+		desired = append(desired, desiredService{key: key, svc: norm})
+	}
+	sort.Slice(desired, func(i, j int) bool { return desired[i].key < desired[j].key })
+
+	owners := make(map[claim]string, len(desired))
+	kept := desired[:0]
+	for _, d := range desired {
+		if reason := claimAll(owners, &d); reason != "" {
+			rejected = append(rejected, Rejection{d.key, reason})
+			continue
+		}
+		d.fingerprint = fingerprint(&d.svc)
+		kept = append(kept, d)
+	}
+	return kept, rejected
+}
+
+func claimAll(owners map[claim]string, d *desiredService) string {
+	var mine []claim
+	for _, p := range d.svc.Ports {
+		for _, ip := range d.svc.ClusterIPs {
+			mine = append(mine, claim{ip, p.Protocol, p.Port})
+		}
+		if p.NodePort != 0 {
+			mine = append(mine, claim{netip.Addr{}, p.Protocol, p.NodePort})
+		}
+	}
+	for _, c := range mine {
+		if owner, taken := owners[c]; taken && owner != d.key {
+			what := fmt.Sprintf("%s %s/%d", c.ip, c.protocol, c.port)
+			if !c.ip.IsValid() {
+				what = fmt.Sprintf("node port %s/%d", c.protocol, c.port)
+			}
+			return what + " is already used by " + owner
+		}
+	}
+	for _, c := range mine {
+		owners[c] = d.key
+	}
+	return ""
+}
+
+// planFull deletes and recreates the table. "add; delete; add" works
+// whether or not the table exists, and dropping it removes every leftover
+// object, which a flush would keep.
+func (s *Syncer) planFull(tx *knftables.Transaction, desired []desiredService, stats *Stats) func() {
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("fleetslice node agent: Service load balancing")})
+	writeBase(tx, s.fam, &s.opts)
+
+	written := make(map[string]*serviceRecord, len(desired))
+	refs := map[string]int{}
+	hairpinKeys := map[string][]string{}
+	never := func(string) bool { return false }
+	for i := range desired {
+		d := &desired[i]
+		objs := renderService(&d.svc, s.fam)
+		writeServiceObjects(tx, &objs, s.fam, never)
+		for _, e := range objs.entries {
+			tx.Add(e.element())
+		}
+		for _, k := range objs.hairpin {
+			id := strings.Join(k, " . ")
+			refs[id]++
+			hairpinKeys[id] = k
+		}
+		written[d.key] = newRecord(d.fingerprint, &objs)
+	}
+	for _, id := range sortedKeys(hairpinKeys) {
+		tx.Add(&knftables.Element{Set: setHairpin, Key: hairpinKeys[id]})
+	}
+	stats.Changed = len(desired)
+	stats.Removed = countRemoved(s.written, desired)
+	return func() {
+		s.written = written
+		s.hairpinRefs = refs
+		s.staleChains = map[string]time.Time{}
+	}
+}
+
+func countRemoved(written map[string]*serviceRecord, desired []desiredService) int {
+	still := 0
+	for _, d := range desired {
+		if written[d.key] != nil {
+			still++
+		}
+	}
+	return len(written) - still
+}
+
+func newRecord(fp [32]byte, objs *serviceObjects) *serviceRecord {
+	rec := &serviceRecord{fingerprint: fp, sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
+	rec.chains = make([]string, len(objs.chains))
+	for i, c := range objs.chains {
+		rec.chains[i] = c.name
+	}
+	return rec
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,355 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+func manyServices(n int) []Service {
+	out := make([]Service, n)
+	for i := range out {
+		out[i] = tcpService("ns", fmt.Sprintf("s%02d", i), fmt.Sprintf("10.96.1.%d", i+1), 80,
+			fmt.Sprintf("10.244.1.%d:8080", i+1), fmt.Sprintf("10.244.2.%d:8080", i+1))
+	}
+	return out
+}
+
+// txLines returns the commands of the fake's last transaction.
+func txLines(fake *knftables.Fake) []string {
+	return strings.Split(strings.TrimSpace(fake.LastTransaction.String()), "\n")
+}
+
+func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	services := manyServices(30)
+	mustSync(t, s, services, false) // the first sync is always full
+	services[7].Ports[0].Endpoints = eps("10.244.1.8:8080", "10.244.3.8:8080", "10.244.4.8:8080")
+
+	st := mustSync(t, s, services, false)
+	if st.Full || st.Changed != 1 || st.Removed != 0 || st.Services != 30 {
+		t.Fatalf("stats = %+v", st)
+	}
+	chain := serviceChainName(&services[7], services[7].Ports[0])
+	want := []string{
+		"add chain ip fleetslice " + chain,
+		"flush chain ip fleetslice " + chain,
+		"add rule ip fleetslice " + chain + " jump cluster-masquerade",
+		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip addr . port to numgen random mod 3 map { 0 : 10.244.1.8 . 8080 , 1 : 10.244.3.8 . 8080 , 2 : 10.244.4.8 . 8080 }",
+	}
+	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st.Operations != len(want) {
+		t.Errorf("operations = %d, want %d", st.Operations, len(want))
+	}
+	if got, want := canonicalDump(fake), freshRender(t, services, Options{}); got != want {
+		t.Errorf("incremental result differs from a fresh render:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestUnchangedSyncRunsNothing(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	services := manyServices(5)
+	mustSync(t, s, services, true)
+	last := fake.LastTransaction
+	// Reordering endpoints and ports is not a change.
+	services[2].Ports[0].Endpoints[0], services[2].Ports[0].Endpoints[1] = services[2].Ports[0].Endpoints[1], services[2].Ports[0].Endpoints[0]
+	st := mustSync(t, s, services, false)
+	if st.Operations != 0 || st.Changed != 0 || fake.LastTransaction != last {
+		t.Errorf("no-op sync ran a transaction: %+v", st)
+	}
+}
+
+func TestRemovalDeletesElementsAndLaterTheChains(t *testing.T) {
+	s, fake, clock := newFakeSyncer(t, Options{StaleChainDelay: time.Second})
+	services := manyServices(3)
+	services[1].AffinityTimeout = time.Minute
+	services[1].Ports[0].NodePort = 30001
+	mustSync(t, s, services, true)
+	gone := services[1]
+	p := gone.Ports[0]
+	svcChain, extChain := serviceChainName(&gone, p), externalChainName(&gone, p)
+	ep0 := netip.MustParseAddrPort("10.244.1.2:8080")
+
+	st := mustSync(t, s, []Service{services[0], services[2]}, false)
+	if st.Removed != 1 || st.Changed != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	tbl := fake.Table
+	if tbl.Maps[mapServiceIPs].FindElement("10.96.1.2", "tcp", "80") != nil {
+		t.Error("cluster IP element still present")
+	}
+	if tbl.Maps[mapServiceNodePorts].FindElement("tcp", "30001") != nil {
+		t.Error("node port element still present")
+	}
+	if tbl.Sets[affinitySetName(&gone, p, ep0)] != nil {
+		t.Error("affinity set still present")
+	}
+	for _, name := range []string{svcChain, extChain, endpointChainName(&gone, p, ep0)} {
+		c := tbl.Chains[name]
+		if c == nil || len(c.Rules) != 0 {
+			t.Errorf("chain %s should be kept empty until the stale delay passes, got %+v", name, c)
+		}
+	}
+
+	clock.Advance(500 * time.Millisecond)
+	if st := mustSync(t, s, []Service{services[0], services[2]}, false); st.Operations != 0 {
+		t.Errorf("chains deleted before the delay: %+v", st)
+	}
+	clock.Advance(time.Second)
+	mustSync(t, s, []Service{services[0], services[2]}, false)
+	for _, name := range []string{svcChain, extChain} {
+		if fake.Table.Chains[name] != nil {
+			t.Errorf("stale chain %s not deleted", name)
+		}
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{services[0], services[2]}, Options{}); got != want {
+		t.Errorf("after removal:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestServiceReturningBeforeItsChainsAreDeleted(t *testing.T) {
+	s, fake, clock := newFakeSyncer(t, Options{})
+	services := manyServices(2)
+	mustSync(t, s, services, true)
+	mustSync(t, s, services[:1], false)
+	clock.Advance(time.Hour)
+	mustSync(t, s, services, false) // the chain is wanted again: flush and refill, not delete
+	if got, want := canonicalDump(fake), freshRender(t, services, Options{}); got != want {
+		t.Errorf("diff:\n%s", lineDiff(want, got))
+	}
+	if len(s.staleChains) != 0 {
+		t.Errorf("stale chains left: %v", s.staleChains)
+	}
+}
+
+func TestEndpointsGoingAwayTurnIntoReject(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	svc := tcpService("ns", "web", "10.96.0.1", 80, "10.244.0.1:80")
+	svc.Ports[0].NodePort = 30080
+	mustSync(t, s, []Service{svc}, true)
+	svc.Ports[0].Endpoints = nil
+	mustSync(t, s, []Service{svc}, false)
+	tbl := fake.Table
+	if e := tbl.Maps[mapNoEndpointIPs].FindElement("10.96.0.1", "tcp", "80"); e == nil || e.Value[0] != verdictReject {
+		t.Errorf("no reject element for the cluster IP: %+v", e)
+	}
+	if e := tbl.Maps[mapNoEndpointPorts].FindElement("tcp", "30080"); e == nil || e.Value[0] != verdictReject {
+		t.Errorf("no reject element for the node port: %+v", e)
+	}
+	if tbl.Maps[mapServiceIPs].FindElement("10.96.0.1", "tcp", "80") != nil {
+		t.Error("service element left behind")
+	}
+	svc.Ports[0].Endpoints = eps("10.244.0.2:80")
+	mustSync(t, s, []Service{svc}, false)
+	if got, want := canonicalDump(fake), freshRender(t, []Service{svc}, Options{}); got != want {
+		t.Errorf("diff:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestFailedSyncLeavesMemoryAndTableUntouched(t *testing.T) {
+	fake := knftables.NewFake(knftables.IPv4Family, TableName)
+	nft := &failingNFT{Interface: fake}
+	s, err := New(nft, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	services := manyServices(4)
+	if _, err := s.Sync(ctx, services, false); err != nil {
+		t.Fatal(err)
+	}
+	before := fake.Dump()
+
+	changed := manyServices(4)
+	changed[1].Ports[0].Endpoints = eps("10.244.9.9:80")
+	nft.failNext = true
+	st, err := s.Sync(ctx, changed, false)
+	if !errors.Is(err, errKernelRefused) || !strings.Contains(err.Error(), "table left as it was") {
+		t.Fatalf("err = %v", err)
+	}
+	if st.Full || st.Changed != 1 {
+		t.Errorf("failed stats = %+v", st)
+	}
+	if fake.Dump() != before {
+		t.Error("a failed transaction changed the table")
+	}
+	if s.written["ns/s01"].fingerprint == fingerprint(&changed[1]) {
+		t.Error("memory recorded the change that failed")
+	}
+
+	st, err = s.Sync(ctx, changed, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Full {
+		t.Error("the sync after a failure must rebuild the table")
+	}
+	if got, want := canonicalDump(fake), freshRender(t, changed, Options{}); got != want {
+		t.Errorf("diff:\n%s", lineDiff(want, got))
+	}
+	if st, _ := s.Sync(ctx, changed, false); st.Full || st.Operations != 0 {
+		t.Errorf("recovered syncer still rebuilding: %+v", st)
+	}
+}
+
+func TestFullSyncRepairsDrift(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	services := manyServices(3)
+	mustSync(t, s, services, true)
+	tx := fake.NewTransaction()
+	tx.Delete(&knftables.Chain{Name: serviceChainName(&services[0], services[0].Ports[0])})
+	tx.Add(&knftables.Chain{Name: "intruder"})
+	tx.Add(&knftables.Rule{Chain: "intruder", Rule: "drop"})
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	st := mustSync(t, s, services, true)
+	if !st.Full || st.Changed != 3 {
+		t.Errorf("stats = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, services, Options{}); got != want {
+		t.Errorf("drift not repaired:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestInvalidAndConflictingServicesAreRejected(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	good := tcpService("a", "first", "10.96.0.1", 80, "10.244.0.1:80")
+	good.Ports[0].NodePort = 30000
+	clash := tcpService("b", "second", "10.96.0.1", 80, "10.244.0.2:80")
+	nodePortClash := tcpService("c", "third", "10.96.0.3", 80, "10.244.0.3:80")
+	nodePortClash.Ports[0].NodePort = 30000
+	invalid := []Service{
+		{Name: "nameless-namespace", ClusterIPs: ips("10.96.0.9")},
+		{Namespace: "x", Name: "proto", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: "icmp", Port: 1}}},
+		{Namespace: "x", Name: "port0", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP}}},
+		{Namespace: "x", Name: "dup", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP, Port: 1}, {Protocol: TCP, Port: 2}}},
+		{Namespace: "x", Name: "badip", ClusterIPs: []netip.Addr{{}}},
+		{Namespace: "x", Name: "badep", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP, Port: 1, Endpoints: []Endpoint{{}}}}},
+		{Namespace: "x", Name: "affinity", ClusterIPs: ips("10.96.0.9"), AffinityTimeout: 1500 * time.Millisecond},
+	}
+	all := append([]Service{clash, good, nodePortClash, good}, invalid...)
+	st := mustSync(t, s, all, true)
+	if st.Services != 1 {
+		t.Errorf("services = %d, want 1", st.Services)
+	}
+	reasons := map[string]string{}
+	for _, r := range st.Rejected {
+		reasons[r.Service] = r.Reason
+	}
+	if len(reasons) != 3+len(invalid) { // b, c and the duplicate of a
+		t.Errorf("rejections = %v", st.Rejected)
+	}
+	if !strings.Contains(reasons["b/second"], "already used by a/first") ||
+		!strings.Contains(reasons["c/third"], "node port tcp/30000 is already used by a/first") ||
+		!strings.Contains(reasons["a/first"], "duplicate") {
+		t.Errorf("reasons = %v", reasons)
+	}
+
+	// When the winner goes away, the loser takes the address over.
+	st = mustSync(t, s, []Service{clash}, false)
+	if st.Changed != 1 || st.Removed != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{clash}, Options{}); got != want {
+		t.Errorf("diff:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestSharedHairpinEndpointIsReferenceCounted(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	local := []Endpoint{{Addr: netip.MustParseAddrPort("10.244.0.5:80"), Local: true}}
+	a := Service{Namespace: "n", Name: "a", ClusterIPs: ips("10.96.0.1"), Ports: []Port{{Protocol: TCP, Port: 80, Endpoints: local}}}
+	b := Service{Namespace: "n", Name: "b", ClusterIPs: ips("10.96.0.2"), Ports: []Port{{Protocol: TCP, Port: 80, Endpoints: local}}}
+	key := []string{"10.244.0.5", "10.244.0.5", "tcp", "80"}
+	mustSync(t, s, []Service{a, b}, true)
+	mustSync(t, s, []Service{b}, false)
+	if fake.Table.Sets[setHairpin].FindElement(key...) == nil {
+		t.Fatal("hairpin element removed while b still uses it")
+	}
+	mustSync(t, s, nil, false)
+	if fake.Table.Sets[setHairpin].FindElement(key...) != nil {
+		t.Fatal("hairpin element left after its last user went away")
+	}
+	mustSync(t, s, []Service{a}, false)
+	if fake.Table.Sets[setHairpin].FindElement(key...) == nil {
+		t.Fatal("hairpin element not re-added")
+	}
+}
+
+func TestAffinityTimeoutChangeReplacesSets(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	svc := tcpService("n", "sticky", "10.96.0.1", 80, "10.244.0.1:80", "10.244.0.2:80")
+	svc.AffinityTimeout = time.Minute
+	mustSync(t, s, []Service{svc}, true)
+	p, ep := svc.Ports[0], netip.MustParseAddrPort("10.244.0.1:80")
+	oldSet := affinitySetName(&svc, p, ep)
+	svc.AffinityTimeout = time.Hour
+	mustSync(t, s, []Service{svc}, false)
+	if fake.Table.Sets[oldSet] != nil {
+		t.Error("old affinity set kept")
+	}
+	newSet := fake.Table.Sets[affinitySetName(&svc, p, ep)]
+	if newSet == nil || *newSet.Timeout != time.Hour {
+		t.Errorf("new affinity set = %+v", newSet)
+	}
+	svc.AffinityTimeout = 0
+	mustSync(t, s, []Service{svc}, false)
+	if got, want := canonicalDump(fake), freshRender(t, []Service{svc}, Options{}); got != want {
+		t.Errorf("diff:\n%s", lineDiff(want, got))
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	fake := knftables.NewFake(knftables.IPv4Family, TableName)
+	for _, opts := range []Options{
+		{Family: knftables.InetFamily},
+		{PodCIDRs: []netip.Prefix{{}}},
+	} {
+		if _, err := New(fake, opts); err == nil {
+			t.Errorf("New(%+v) succeeded", opts)
+		}
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	if _, err := NewDryRun(Options{Family: knftables.ARPFamily}); err == nil {
+		t.Error("NewDryRun(arp) succeeded")
+	}
+	if _, err := Open(knftables.InetFamily); err == nil {
+		t.Error("Open(inet) succeeded")
+	}
+}
+
+func TestDryRunShowsRulesetAndLastTransaction(t *testing.T) {
+	d, err := NewDryRun(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.LastTransaction() != "" {
+		t.Error("transaction before any sync")
+	}
+	ctx := context.Background()
+	services := manyServices(2)
+	if _, err := d.Sync(ctx, services, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Ruleset(), "10.96.1.2 . tcp . 80") {
+		t.Errorf("ruleset:\n%s", d.Ruleset())
+	}
+	services[0].Ports[0].Endpoints = eps("10.244.7.7:80")
+	if _, err := d.Sync(ctx, services, false); err != nil {
+		t.Fatal(err)
+	}
+	if tx := d.LastTransaction(); !strings.Contains(tx, "dnat ip to 10.244.7.7:80") || strings.Contains(tx, "10.96.1.2") {
+		t.Errorf("last transaction:\n%s", tx)
+	}
+}
