@@ -17,89 +17,150 @@ const (
 	maxMessageBytes = 32768
 )
 
-// describeConflict builds the Conflict condition of cluster's export. The reasons are the
-// same for every export of the Service; the message tells this cluster what happened to its
-// own values and whose values are used instead.
-func describeConflict(
-	cluster string,
+// conflictDescriber writes the Conflict condition of each export. Everything that does not
+// depend on the reading cluster is prepared once, so a Service exported by 100 clusters does
+// not rebuild the same cluster lists 100 times.
+type conflictDescriber struct {
+	oldest   string
+	service  string
+	exports  int
+	reason   string
+	prefixes [2]string // [0] for the oldest export, [1] for every other one
+	// portOthers is the port clause for an export that lost no port itself.
+	portOthers     string
+	lossesByReader map[string][]portLoss
+	reasons        []mcsv1beta1.ServiceExportConditionReason
+	fields         map[mcsv1beta1.ServiceExportConditionReason]*describedField
+}
+
+type describedField struct {
+	*fieldConflict
+	// shared[0] is the clause for the oldest export, shared[1] for exports that agree with it.
+	shared [2]string
+}
+
+func newConflictDescriber(
 	oldest *Record,
 	exports int,
 	reasons []mcsv1beta1.ServiceExportConditionReason,
 	losses []portLoss,
 	fields map[mcsv1beta1.ServiceExportConditionReason]*fieldConflict,
-) ClusterConflict {
-	service := oldest.ServiceNamespace + "/" + oldest.ServiceName
+) *conflictDescriber {
+	d := &conflictDescriber{
+		oldest:  oldest.ClusterID,
+		service: oldest.ServiceNamespace + "/" + oldest.ServiceName,
+		exports: exports,
+		reasons: reasons,
+	}
 	if len(reasons) == 0 {
-		message := fmt.Sprintf("No conflicts among the %d exports of %s", exports, service)
-		if exports == 1 {
-			message = "No conflicts: this is the only export of " + service
-		}
-		return ClusterConflict{
-			Cluster: cluster,
-			Reason:  string(mcsv1beta1.ServiceExportReasonNoConflicts),
-			Message: message,
-		}
+		d.reason = string(mcsv1beta1.ServiceExportReasonNoConflicts)
+		return d
 	}
 
 	joined := make([]string, len(reasons))
 	for i, r := range reasons {
 		joined[i] = string(r)
 	}
+	d.reason = strings.Join(joined, ",")
 
-	clauses := make([]string, 0, len(reasons))
-	for _, reason := range reasons {
+	exported := oldest.ExportCreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")
+	for i, reader := range []string{d.oldest, ""} {
+		d.prefixes[i] = fmt.Sprintf("Exports of %s conflict; the oldest export (%s, exported %s) wins: ",
+			d.service, clusterRef(reader, d.oldest), exported)
+	}
+
+	if len(losses) > 0 {
+		d.lossesByReader = map[string][]portLoss{}
+		var losers []string
+		for _, loss := range losses {
+			if d.lossesByReader[loss.cluster] == nil {
+				losers = append(losers, loss.cluster)
+			}
+			d.lossesByReader[loss.cluster] = append(d.lossesByReader[loss.cluster], loss)
+		}
+		slices.Sort(losers)
+		d.portOthers = fmt.Sprintf("ports: %s %s ports that clash with older exports' ports; those are left out",
+			clusterList(losers), hasOrHave(len(losers)))
+	}
+
+	d.fields = make(map[mcsv1beta1.ServiceExportConditionReason]*describedField, len(fields))
+	for reason, conflict := range fields {
+		described := &describedField{fieldConflict: conflict}
+		others := differing(conflict.dissenters)
+		for i, reader := range []string{d.oldest, ""} {
+			winner := clusterRef(reader, d.oldest)
+			if conflict.winning != "" {
+				described.shared[i] = fmt.Sprintf("%s: %s from %s is used; %s", conflict.field, conflict.winning, winner, others)
+			} else {
+				described.shared[i] = fmt.Sprintf("%s: those of %s are used; %s", conflict.field, winner, others)
+			}
+		}
+		d.fields[reason] = described
+	}
+	return d
+}
+
+// describe builds the Conflict condition of cluster's export. The reasons are the same for
+// every export of the Service; the message tells this cluster what happened to its own
+// values and whose values are used instead.
+func (d *conflictDescriber) describe(cluster string) ClusterConflict {
+	if len(d.reasons) == 0 {
+		message := fmt.Sprintf("No conflicts among the %d exports of %s", d.exports, d.service)
+		if d.exports == 1 {
+			message = "No conflicts: this is the only export of " + d.service
+		}
+		return ClusterConflict{Cluster: cluster, Reason: d.reason, Message: message}
+	}
+
+	reader := 1
+	if cluster == d.oldest {
+		reader = 0
+	}
+	var message strings.Builder
+	message.WriteString(d.prefixes[reader])
+	for i, reason := range d.reasons {
+		if i > 0 {
+			message.WriteString("; ")
+		}
 		if reason == mcsv1beta1.ServiceExportReasonPortConflict {
-			clauses = append(clauses, describePortConflict(cluster, losses))
+			message.WriteString(d.describePorts(cluster))
 			continue
 		}
-		clauses = append(clauses, describeFieldConflict(cluster, oldest.ClusterID, fields[reason]))
+		field := d.fields[reason]
+		if _, differs := slices.BinarySearch(field.dissenters, cluster); !differs {
+			message.WriteString(field.shared[reader])
+			continue
+		}
+		winner := clusterRef(cluster, d.oldest)
+		if field.winning != "" {
+			fmt.Fprintf(&message, "%s: this export has %s, but %s from %s is used", field.field, field.values[cluster], field.winning, winner)
+		} else {
+			fmt.Fprintf(&message, "%s: this export's differ from those of %s, which are used", field.field, winner)
+		}
 	}
-	message := fmt.Sprintf("Exports of %s conflict; the oldest export (%s, exported %s) wins: %s",
-		service, clusterRef(cluster, oldest.ClusterID), oldest.ExportCreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"),
-		strings.Join(clauses, "; "))
 	return ClusterConflict{
 		Cluster:  cluster,
 		Conflict: true,
-		Reason:   strings.Join(joined, ","),
-		Message:  truncate(message, maxMessageBytes),
+		Reason:   d.reason,
+		Message:  truncate(message.String(), maxMessageBytes),
 	}
 }
 
-func describePortConflict(cluster string, losses []portLoss) string {
-	var own []string
-	var others []string
-	seen := map[string]bool{}
-	for _, loss := range losses {
-		if loss.cluster == cluster {
-			own = append(own, fmt.Sprintf("%s clashes with %s from %s, which is used",
-				describePort(loss.port), describePort(loss.winner), clusterRef(cluster, loss.winnerCluster)))
-			continue
-		}
-		if !seen[loss.cluster] {
-			seen[loss.cluster] = true
-			others = append(others, loss.cluster)
-		}
+func (d *conflictDescriber) describePorts(cluster string) string {
+	own := d.lossesByReader[cluster]
+	if len(own) == 0 {
+		return d.portOthers
 	}
-	if len(own) > 0 {
-		return "ports: this export's " + limitList(own, messagePortLimit, ", ")
+	clashes := make([]string, 0, min(len(own), messagePortLimit))
+	for _, loss := range own[:min(len(own), messagePortLimit)] {
+		clashes = append(clashes, fmt.Sprintf("%s clashes with %s from %s, which is used",
+			describePort(loss.port), describePort(loss.winner), clusterRef(cluster, loss.winnerCluster)))
 	}
-	return fmt.Sprintf("ports: %s %s ports that clash with older exports' ports; those are left out",
-		clusterList(others), hasOrHave(len(others)))
-}
-
-func describeFieldConflict(cluster, oldestCluster string, conflict *fieldConflict) string {
-	winner := clusterRef(cluster, oldestCluster)
-	own, differs := conflict.values[cluster], slices.Contains(conflict.dissenters, cluster)
-	switch {
-	case differs && conflict.winning != "":
-		return fmt.Sprintf("%s: this export has %s, but %s from %s is used", conflict.field, own, conflict.winning, winner)
-	case differs:
-		return fmt.Sprintf("%s: this export's differ from those of %s, which are used", conflict.field, winner)
-	case conflict.winning != "":
-		return fmt.Sprintf("%s: %s from %s is used; %s", conflict.field, conflict.winning, winner, differing(conflict.dissenters))
-	default:
-		return fmt.Sprintf("%s: those of %s are used; %s", conflict.field, winner, differing(conflict.dissenters))
+	text := "ports: this export's " + strings.Join(clashes, ", ")
+	if extra := len(own) - len(clashes); extra > 0 {
+		text += fmt.Sprintf(" and %d more", extra)
 	}
+	return text
 }
 
 // clusterRef names other, or says "this export" when the reader is that cluster.
@@ -110,23 +171,22 @@ func clusterRef(reader, other string) string {
 	return "cluster " + strconv.Quote(other)
 }
 
+// clusterList names at most messageClusterLimit clusters and counts the rest.
 func clusterList(clusters []string) string {
-	quoted := make([]string, len(clusters))
-	for i, c := range clusters {
+	shown := clusters[:min(len(clusters), messageClusterLimit)]
+	quoted := make([]string, len(shown))
+	for i, c := range shown {
 		quoted[i] = strconv.Quote(c)
 	}
 	noun := "clusters "
 	if len(clusters) == 1 {
 		noun = "cluster "
 	}
-	return noun + limitList(quoted, messageClusterLimit, ", ")
-}
-
-func limitList(items []string, limit int, sep string) string {
-	if len(items) <= limit {
-		return strings.Join(items, sep)
+	text := noun + strings.Join(quoted, ", ")
+	if extra := len(clusters) - len(shown); extra > 0 {
+		text += fmt.Sprintf(" and %d more", extra)
 	}
-	return strings.Join(items[:limit], sep) + fmt.Sprintf(" and %d more", len(items)-limit)
+	return text
 }
 
 func hasOrHave(n int) string {

@@ -123,12 +123,12 @@ func Merge(records []Record) Result {
 			Type:                  oldest.Type,
 			SessionAffinity:       oldest.SessionAffinity,
 			SessionAffinityConfig: oldest.SessionAffinityConfig.DeepCopy(),
-			IPFamilies:            slices.Clone(oldest.IPFamilies),
+			IPFamilies:            nilIfEmpty(slices.Clone(oldest.IPFamilies)),
 			InternalTrafficPolicy: clonePointer(oldest.InternalTrafficPolicy),
 			TrafficDistribution:   clonePointer(oldest.TrafficDistribution),
 		},
-		Labels:           maps.Clone(oldest.ExportedLabels),
-		Annotations:      maps.Clone(oldest.ExportedAnnotations),
+		Labels:           cloneNonEmptyMap(oldest.ExportedLabels),
+		Annotations:      cloneNonEmptyMap(oldest.ExportedAnnotations),
 		OldestCluster:    oldest.ClusterID,
 		DuplicateRecords: duplicates,
 	}
@@ -149,9 +149,10 @@ func Merge(records []Record) Result {
 	}
 	slices.Sort(result.Clusters)
 
+	describer := newConflictDescriber(oldest, len(ordered), result.Reasons, ports.losses, fieldConflicts)
 	result.Conflicts = make([]ClusterConflict, len(result.Clusters))
 	for i, cluster := range result.Clusters {
-		result.Conflicts[i] = describeConflict(cluster, oldest, len(ordered), result.Reasons, ports.losses, fieldConflicts)
+		result.Conflicts[i] = describer.describe(cluster)
 	}
 	return result
 }
@@ -201,6 +202,22 @@ func canonicalJSON(r *Record) string {
 		return ""
 	}
 	return string(encoded)
+}
+
+// nilIfEmpty and cloneNonEmptyMap make "unset" and "empty" one value in the Result: they
+// encode the same way, so two records differing only there must not give different Results.
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func cloneNonEmptyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }
 
 func clonePointer[T any](p *T) *T {

@@ -1,0 +1,174 @@
+package merge
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func exportOf(namespace, name string) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, CreationTimestamp: metav1.NewTime(epoch)},
+		Spec: mcsv1beta1.ServiceExportSpec{
+			ExportedLabels:      map[string]string{"team": "shop"},
+			ExportedAnnotations: map[string]string{"docs": "https://example.invalid/cart"},
+		},
+	}
+}
+
+func serviceOf(namespace, name string, edits ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"not": "exported"}},
+		Spec: corev1.ServiceSpec{
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: "10.0.0.10",
+			Ports: []corev1.ServicePort{
+				{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intOrString(8080), AppProtocol: ptr.To("http")},
+				{Name: "dns", Port: 53, NodePort: 30053},
+			},
+			SessionAffinity:       corev1.ServiceAffinityClientIP,
+			SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](300)}},
+			IPFamilies:            []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+			TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+		},
+	}
+	for _, edit := range edits {
+		edit(s)
+	}
+	return s
+}
+
+func TestRecordFromServiceCopiesWhatMerges(t *testing.T) {
+	export := exportOf("shop", "cart")
+	service := serviceOf("shop", "cart")
+	got, err := RecordFromService("east", export, service)
+	if err != nil {
+		t.Fatalf("RecordFromService: %v", err)
+	}
+	want := Record{
+		ClusterID:               "east",
+		ExportCreationTimestamp: metav1.NewTime(epoch),
+		ServiceNamespace:        "shop",
+		ServiceName:             "cart",
+		Type:                    mcsv1beta1.ClusterSetIP,
+		Ports: []mcsv1beta1.ServicePort{
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, AppProtocol: ptr.To("http")},
+			{Name: "dns", Protocol: corev1.ProtocolTCP, Port: 53},
+		},
+		SessionAffinity:       corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: service.Spec.SessionAffinityConfig,
+		IPFamilies:            []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol},
+		InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+		TrafficDistribution:   ptr.To(corev1.ServiceTrafficDistributionPreferClose),
+		ExportedLabels:        map[string]string{"team": "shop"},
+		ExportedAnnotations:   map[string]string{"docs": "https://example.invalid/cart"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("record =\n%+v\nwant\n%+v", got, want)
+	}
+
+	// The record must not share memory with the objects it came from (they live in a cache).
+	*service.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds = 1
+	*service.Spec.Ports[0].AppProtocol = "changed"
+	service.Spec.IPFamilies[0] = corev1.IPv4Protocol
+	export.Spec.ExportedLabels["team"] = "changed"
+	if *got.SessionAffinityConfig.ClientIP.TimeoutSeconds != 300 || *got.Ports[0].AppProtocol != "http" ||
+		got.IPFamilies[0] != corev1.IPv6Protocol || got.ExportedLabels["team"] != "shop" {
+		t.Fatalf("record aliases its sources: %+v", got)
+	}
+}
+
+func TestRecordFromServiceTypes(t *testing.T) {
+	tests := []struct {
+		name       string
+		edit       func(*corev1.Service)
+		wantType   mcsv1beta1.ServiceImportType
+		wantReason mcsv1beta1.ServiceExportConditionReason
+	}{
+		{name: "ClusterIP", edit: func(*corev1.Service) {}, wantType: mcsv1beta1.ClusterSetIP},
+		{name: "NodePort", edit: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }, wantType: mcsv1beta1.ClusterSetIP},
+		{name: "LoadBalancer", edit: func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer }, wantType: mcsv1beta1.ClusterSetIP},
+		{name: "type not yet defaulted", edit: func(s *corev1.Service) { s.Spec.Type = "" }, wantType: mcsv1beta1.ClusterSetIP},
+		{name: "ClusterIP not yet allocated", edit: func(s *corev1.Service) { s.Spec.ClusterIP = "" }, wantType: mcsv1beta1.ClusterSetIP},
+		{name: "headless", edit: func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }, wantType: mcsv1beta1.Headless},
+		{
+			name: "ExternalName",
+			edit: func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeExternalName
+				s.Spec.ExternalName = "example.invalid"
+			},
+			wantReason: mcsv1beta1.ServiceExportReasonInvalidServiceType,
+		},
+		{name: "unknown type", edit: func(s *corev1.Service) { s.Spec.Type = "Sideways" }, wantReason: mcsv1beta1.ServiceExportReasonInvalidServiceType},
+		{
+			name:       "Service being deleted",
+			edit:       func(s *corev1.Service) { s.DeletionTimestamp = ptr.To(metav1.NewTime(epoch)) },
+			wantReason: mcsv1beta1.ServiceExportReasonNoService,
+		},
+		{name: "Service of another name", edit: func(s *corev1.Service) { s.Name = "other" }, wantReason: mcsv1beta1.ServiceExportReasonNoService},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RecordFromService("east", exportOf("shop", "cart"), serviceOf("shop", "cart", tc.edit))
+			if tc.wantReason != "" {
+				var exportErr *ExportError
+				if !errors.As(err, &exportErr) || exportErr.Reason != tc.wantReason || exportErr.Message == "" {
+					t.Fatalf("err = %v, want an ExportError with reason %s", err, tc.wantReason)
+				}
+				return
+			}
+			if err != nil || got.Type != tc.wantType {
+				t.Fatalf("type = %q, err = %v; want %q", got.Type, err, tc.wantType)
+			}
+		})
+	}
+}
+
+func TestRecordFromServiceBadArguments(t *testing.T) {
+	var exportErr *ExportError
+	_, err := RecordFromService("east", exportOf("shop", "cart"), nil)
+	if !errors.As(err, &exportErr) || exportErr.Reason != mcsv1beta1.ServiceExportReasonNoService {
+		t.Fatalf("missing Service: err = %v, want reason NoService", err)
+	}
+	if _, err := RecordFromService("east", nil, serviceOf("shop", "cart")); err == nil || errors.As(err, &exportErr) {
+		t.Fatalf("missing export: err = %v, want a plain error", err)
+	}
+	if _, err := RecordFromService("", exportOf("shop", "cart"), serviceOf("shop", "cart")); err == nil || errors.As(err, &exportErr) {
+		t.Fatalf("missing cluster id: err = %v, want a plain error", err)
+	}
+}
+
+func TestRecordFromServiceDefaultsUnsetFields(t *testing.T) {
+	service := serviceOf("shop", "cart", func(s *corev1.Service) {
+		s.Spec.SessionAffinity = ""
+		s.Spec.SessionAffinityConfig = nil
+		s.Spec.Ports = nil
+		s.Spec.IPFamilies = nil
+		s.Spec.InternalTrafficPolicy = nil
+		s.Spec.TrafficDistribution = nil
+	})
+	export := exportOf("shop", "cart")
+	export.Spec = mcsv1beta1.ServiceExportSpec{}
+	got, err := RecordFromService("east", export, service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SessionAffinity != corev1.ServiceAffinityNone || got.Ports != nil || got.IPFamilies != nil ||
+		got.InternalTrafficPolicy != nil || got.TrafficDistribution != nil || got.ExportedLabels != nil {
+		t.Fatalf("record = %+v, want None affinity and nothing else set", got)
+	}
+	// Records made from Services agree with each other through Merge.
+	other, _ := RecordFromService("west", export, service)
+	if result := Merge([]Record{got, other}); len(result.Reasons) != 0 {
+		t.Fatalf("two records of the same Service conflict: %v", result.Reasons)
+	}
+}
+
+func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
