@@ -218,7 +218,11 @@ func toSet(names []string) map[string]bool {
 // fingerprint means the Service's objects in the kernel are already right
 // and need not even be rendered again.
 func fingerprint(svc *Service) [32]byte {
-	buf := make([]byte, 0, 256)
+	size := 64 + len(svc.Namespace) + len(svc.Name) + 17*len(svc.ClusterIPs)
+	for _, p := range svc.Ports {
+		size += 32 + len(p.Name) + 20*(len(p.Endpoints)+len(p.ExternalEndpoints))
+	}
+	buf := make([]byte, 0, size)
 	str := func(s string) {
 		buf = binary.AppendUvarint(buf, uint64(len(s)))
 		buf = append(buf, s...)

@@ -99,7 +99,8 @@ func normalize(svc Service, fam family) (out Service, ok bool, err error) {
 	if svc.AffinityTimeout < 0 || svc.AffinityTimeout%time.Second != 0 {
 		return Service{}, false, fmt.Errorf("service %s: affinity timeout %v is not a non-negative number of seconds", svc.Key(), svc.AffinityTimeout)
 	}
-	out = Service{Namespace: svc.Namespace, Name: svc.Name, AffinityTimeout: svc.AffinityTimeout}
+	out = Service{Namespace: svc.Namespace, Name: svc.Name, AffinityTimeout: svc.AffinityTimeout,
+		ClusterIPs: make([]netip.Addr, 0, len(svc.ClusterIPs)), Ports: make([]Port, 0, len(svc.Ports))}
 	for _, ip := range svc.ClusterIPs {
 		if !ip.IsValid() {
 			return Service{}, false, fmt.Errorf("service %s: invalid cluster IP", svc.Key())
@@ -149,7 +150,7 @@ func normalize(svc Service, fam family) (out Service, ok bool, err error) {
 }
 
 func normalizeEndpoints(svc Service, p Port, eps []Endpoint, fam family) ([]Endpoint, error) {
-	var out []Endpoint
+	out := make([]Endpoint, 0, len(eps))
 	for _, ep := range eps {
 		addr := netip.AddrPortFrom(ep.Addr.Addr().Unmap(), ep.Addr.Port())
 		if !addr.Addr().IsValid() || addr.Port() == 0 {
@@ -160,7 +161,10 @@ func normalizeEndpoints(svc Service, p Port, eps []Endpoint, fam family) ([]Endp
 		}
 		out = append(out, Endpoint{Addr: addr, Local: ep.Local})
 	}
-	slices.SortFunc(out, func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) })
+	byAddr := func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) }
+	if !slices.IsSortedFunc(out, byAddr) {
+		slices.SortFunc(out, byAddr)
+	}
 	// Two slices may list the same address; balancing over a duplicate
 	// would double its share.
 	return slices.CompactFunc(out, func(a, b Endpoint) bool { return a.Addr == b.Addr }), nil

@@ -217,7 +217,7 @@ func (s *Syncer) prepare(services []Service) ([]desiredService, []Rejection) {
 }
 
 func claimAll(owners map[claim]string, d *desiredService) string {
-	var mine []claim
+	mine := make([]claim, 0, len(d.svc.Ports)*(len(d.svc.ClusterIPs)+1))
 	for _, p := range d.svc.Ports {
 		for _, ip := range d.svc.ClusterIPs {
 			mine = append(mine, claim{ip, p.Protocol, p.Port})

@@ -1,0 +1,82 @@
+package dataplane
+
+import (
+	"context"
+	"testing"
+
+	"sigs.k8s.io/knftables"
+)
+
+const (
+	benchServices  = 5000
+	benchEndpoints = 10
+)
+
+// benchBackends: "render" builds the transaction and discards it (the
+// Syncer's own cost); "fake" also applies it to knftables.Fake, whose Run
+// copies the whole table, so it grows with the table even for one change.
+func benchBackends() map[string]func() knftables.Interface {
+	return map[string]func() knftables.Interface{
+		"render": func() knftables.Interface {
+			return &discardNFT{Interface: knftables.NewFake(knftables.IPv4Family, TableName)}
+		},
+		"fake": func() knftables.Interface { return knftables.NewFake(knftables.IPv4Family, TableName) },
+	}
+}
+
+func BenchmarkFullSync5000x10(b *testing.B) {
+	services := scaleServices(benchServices, benchEndpoints)
+	for name, backend := range benchBackends() {
+		b.Run(name, func(b *testing.B) {
+			s, err := New(backend(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var st Stats
+			b.ReportAllocs()
+			for b.Loop() {
+				if st, err = s.Sync(context.Background(), services, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(st.Operations), "ops/tx")
+			if d, ok := s.nft.(*discardNFT); ok {
+				b.ReportMetric(float64(d.lastBytes), "bytes/tx")
+			}
+		})
+	}
+}
+
+func BenchmarkOneServiceChange5000x10(b *testing.B) {
+	for name, backend := range benchBackends() {
+		b.Run(name, func(b *testing.B) {
+			services := scaleServices(benchServices, benchEndpoints)
+			s, err := New(backend(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := s.Sync(ctx, services, true); err != nil {
+				b.Fatal(err)
+			}
+			var st Stats
+			generation := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				generation++
+				victim := generation % benchServices
+				services[victim].Ports[0].Endpoints = scaleEndpoints(victim, benchEndpoints, generation%7+1)
+				if st, err = s.Sync(ctx, services, false); err != nil {
+					b.Fatal(err)
+				}
+				if st.Changed != 1 {
+					b.Fatalf("changed = %d", st.Changed)
+				}
+			}
+			b.ReportMetric(float64(st.Operations), "ops/tx")
+			if d, ok := s.nft.(*discardNFT); ok {
+				b.ReportMetric(float64(d.lastBytes), "bytes/tx")
+			}
+		})
+	}
+}
