@@ -13,25 +13,32 @@ cache_root=${FLEETSLICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetslice}
 dir="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 mkdir -p "$dir"
 
-# build NAME VERSION MODULE_DIR PACKAGE
+# Binaries built with plain `go build` report version v0.0.0; kwokctl derives component flags from
+# `kube-apiserver --version`, so stamp the real versions in at link time.
+minor=${K8S_VERSION#v1.}
+minor=${minor%%.*}
+kube_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+kwok_ldflags="-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v}"
+
+# build NAME VERSION MODULE_DIR PACKAGE LDFLAGS
 build() {
-	local name=$1 version=$2 moddir=$3 pkg=$4
+	local name=$1 version=$2 moddir=$3 pkg=$4 ldflags=${5:-}
 	if [[ -x "$dir/$name" ]]; then
 		return
 	fi
 	echo "building $name $version from source, first run only" >&2
 	local start=$SECONDS
-	(cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -o "$dir/.$name.tmp" "$pkg")
+	(cd "$here/tools/$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$dir/.$name.tmp" "$pkg")
 	mv "$dir/.$name.tmp" "$dir/$name"
 	echo "built $name in $((SECONDS - start))s" >&2
 }
 
 build etcd "$ETCD_VERSION" etcd .
-build kube-apiserver "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver
-build kube-controller-manager "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager
-build kube-scheduler "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler
-build kubectl "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kubectl
-build kwok "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwok
-build kwokctl "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwokctl
+build kube-apiserver "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$kube_ldflags"
+build kube-controller-manager "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$kube_ldflags"
+build kube-scheduler "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$kube_ldflags"
+build kubectl "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
+build kwok "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
+build kwokctl "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwokctl "$kwok_ldflags"
 
 echo "$dir"

@@ -1,0 +1,109 @@
+# fleetslice: kubebuilder-style Makefile. `make help` lists the targets.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+GOBIN ?= $(shell go env GOPATH)/bin
+LOCALBIN ?= $(CURDIR)/bin
+
+## Tool versions (pinned; newer kustomize needs a newer Go than we pin)
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.7.1
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+
+# Kubernetes binaries are built from source once per machine (see hack/k8s-binaries.sh) and cached
+# outside the checkout; envtest finds them through KUBEBUILDER_ASSETS.
+K8S_BIN_DIR = $(shell hack/k8s-binaries.sh)
+
+# Extra flags for `go test`, e.g. make test TEST_FLAGS='-run TestFoo -v'.
+TEST_FLAGS ?=
+TEST_TIMEOUT ?= 30m
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate CRDs and RBAC from the +kubebuilder markers.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." paths="./agent/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods for the API types.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: k8s-binaries
+k8s-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl (first run only).
+	@hack/k8s-binaries.sh
+
+.PHONY: test
+test: vet k8s-binaries ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: build k8s-binaries ## Run the benchmarks that print tables (docs/benchmarks.md).
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -run '^$$' -bench . -benchmem ./...
+
+##@ Build
+
+.PHONY: build
+build: fmt vet ## Build the manager, agent and fleetslice CLI into bin/.
+	go build -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: run
+run: build k8s-binaries ## Bring up a local ClusterSet, run fleetslice on it and show what it decides (Ctrl-C tears down).
+	$(LOCALBIN)/fleetslice run
+
+##@ Deployment
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the manager and agent to the cluster of the current kubeconfig context.
+	$(KUSTOMIZE) build config/default | kubectl apply -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove what deploy created.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+
+##@ Tools
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Install controller-gen into bin/.
+$(CONTROLLER_GEN): | $(LOCALBIN)
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE) ## Install kustomize into bin/.
+$(KUSTOMIZE): | $(LOCALBIN)
+	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+# go-install-tool installs a Go tool at a pinned version as bin/NAME-VERSION and links bin/NAME.
+define go-install-tool
+@[ -f "$(1)" ] || { \
+set -e; \
+package=$(2)@$(3) ;\
+echo "Downloading $${package}" ;\
+rm -f $(1) ;\
+GOBIN=$(LOCALBIN) go install $${package} ;\
+mv $(LOCALBIN)/$$(basename "$$(echo "$(1)" | sed "s/-$(3)$$//")") $(1) ;\
+} ;\
+ln -sf $$(realpath $(1)) $$(echo "$(1)" | sed "s/-$(3)$$//")
+endef

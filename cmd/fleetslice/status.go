@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/statusview"
+)
+
+func newStatusCommand() *cobra.Command {
+	var watch time.Duration
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show each cluster's zones, Services, EndpointSlices, hints and ServiceImports",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cs, err := localset.Load(workdirFlag(cmd))
+			if err != nil {
+				return err
+			}
+			if watch <= 0 {
+				return showStatus(cmd.Context(), cmd.OutOrStdout(), cs, false)
+			}
+			return watchStatus(cmd.Context(), cmd.OutOrStdout(), cs, watch)
+		},
+	}
+	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every interval until interrupted (0: print once)")
+	return cmd
+}
+
+func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear bool) error {
+	views := make([]statusview.Cluster, 0, len(cs.Members))
+	for _, m := range cs.Members {
+		c, err := cs.Client(m)
+		if err != nil {
+			views = append(views, statusview.Cluster{Name: m, Err: err})
+			continue
+		}
+		views = append(views, statusview.Collect(ctx, m, c))
+	}
+	if clear {
+		// Home the cursor and clear the screen so the view refreshes in place.
+		fmt.Fprint(w, "\x1b[H\x1b[2J")
+	}
+	fmt.Fprintf(w, "fleetslice ClusterSet (%s)  %s\n\n", cs.Kubeconfig, time.Now().Format(time.TimeOnly))
+	return statusview.Render(w, views)
+}
+
+// watchStatus refreshes the view in place on a terminal and prints one view after another
+// otherwise, so logs of `make run` stay readable.
+func watchStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, every time.Duration) error {
+	tty := isTerminal(w)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		if err := showStatus(ctx, w, cs, tty); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}

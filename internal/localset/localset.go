@@ -1,0 +1,257 @@
+// Package localset runs a ClusterSet of simulated Kubernetes clusters on one machine: kwokctl's
+// binary runtime starts real control planes (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) while kwok plays the kubelets, so Deployments get scheduled and Pods run with IPs
+// without containers. A broker (etcd and kube-apiserver only) is started beside the members for
+// multi-cluster services.
+package localset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetslice/fleetslice/internal/k8sbin"
+)
+
+// BrokerName is the kwok cluster name of the broker control plane.
+const BrokerName = "broker"
+
+// stateFile records what `Up` created so `Down` and `Status` work from any later process.
+const stateFile = "clusterset.json"
+
+// Options describe the ClusterSet to bring up.
+type Options struct {
+	// Workdir holds the clusters' state, PKI, logs and the kubeconfig. Created if missing.
+	Workdir string
+	// Clusters is the number of member clusters (named cluster-1 ... cluster-N).
+	Clusters int
+	// NodesPerCluster is spread round-robin over Zones.
+	NodesPerCluster int
+	// Zones the Nodes are spread over; DefaultZones when empty.
+	Zones []Zone
+	// UpstreamEndpointSlices lists members that keep kube-controller-manager's own EndpointSlice
+	// controller, for side-by-side comparisons. Every other member runs without it.
+	UpstreamEndpointSlices []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// ClusterSet is what Up created.
+type ClusterSet struct {
+	Workdir    string   `json:"workdir"`
+	Kubeconfig string   `json:"kubeconfig"`
+	Members    []string `json:"members"`
+	Broker     string   `json:"broker"`
+	Zones      []Zone   `json:"zones"`
+}
+
+// Context returns the kubeconfig context name of a cluster.
+func Context(cluster string) string { return "kwok-" + cluster }
+
+// MemberName is the name of the i-th member cluster (1-based).
+func MemberName(i int) string { return fmt.Sprintf("cluster-%d", i) }
+
+// Up creates the broker and every member, their Nodes and the CRDs fleetslice uses. On failure it
+// tears down whatever it had started, so a failed Up never leaves processes behind.
+func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
+	if opts.Clusters < 1 {
+		return nil, fmt.Errorf("need at least one member cluster, got %d", opts.Clusters)
+	}
+	if opts.NodesPerCluster < 1 {
+		return nil, fmt.Errorf("need at least one node per cluster, got %d", opts.NodesPerCluster)
+	}
+	if len(opts.Zones) == 0 {
+		opts.Zones = DefaultZones()
+	}
+	workdir, err := filepath.Abs(opts.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(workdir, stateFile)); err == nil {
+		return nil, fmt.Errorf("a ClusterSet already runs from %s: run `fleetslice down` first", workdir)
+	}
+	if err := os.MkdirAll(workdir, 0o755); err != nil {
+		return nil, err
+	}
+	bin, err := k8sbin.Dir()
+	if err != nil {
+		return nil, err
+	}
+	cs = &ClusterSet{Workdir: workdir, Kubeconfig: filepath.Join(workdir, "kubeconfig"), Broker: BrokerName, Zones: opts.Zones}
+	for i := 1; i <= opts.Clusters; i++ {
+		cs.Members = append(cs.Members, MemberName(i))
+	}
+	// Record the state before starting anything, so a Down after a crash finds every cluster.
+	if err := cs.save(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, Down(context.WithoutCancel(ctx), workdir, opts.Log))
+			cs = nil
+		}
+	}()
+
+	k := kwokctl{bin: bin, workdir: workdir, kubeconfig: cs.Kubeconfig, log: opts.Log}
+	if err := k.create(ctx, BrokerName, "--disable", "kube-controller-manager,kube-scheduler,kwok-controller"); err != nil {
+		return cs, err
+	}
+	for _, name := range cs.Members {
+		args := []string{}
+		if !slices.Contains(opts.UpstreamEndpointSlices, name) {
+			// fleetslice's controller replaces kube-controller-manager's in these clusters.
+			args = append(args, "--extra-args", "kube-controller-manager=controllers=*,-endpointslice-controller")
+		}
+		if err := k.create(ctx, name, args...); err != nil {
+			return cs, err
+		}
+	}
+	for _, name := range cs.Members {
+		if err := prepareMember(ctx, cs, name, opts); err != nil {
+			return cs, fmt.Errorf("preparing %s: %w", name, err)
+		}
+	}
+	if err := prepareBroker(ctx, cs); err != nil {
+		return cs, fmt.Errorf("preparing broker: %w", err)
+	}
+	return cs, nil
+}
+
+// Down deletes every cluster recorded in workdir. kwokctl stops each component by the process id
+// it recorded at start; Down then checks that none of them is still alive.
+func Down(ctx context.Context, workdir string, log io.Writer) error {
+	cs, err := Load(workdir)
+	if err != nil {
+		return err
+	}
+	bin, err := k8sbin.Dir()
+	if err != nil {
+		return err
+	}
+	k := kwokctl{bin: bin, workdir: cs.Workdir, kubeconfig: cs.Kubeconfig, log: log}
+	var errs []error
+	for _, name := range append(append([]string{}, cs.Members...), cs.Broker) {
+		if err := k.delete(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if left := ProcessesUnder(cs.Workdir); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("processes still running from %s after down: %v", cs.Workdir, left))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, os.Remove(filepath.Join(cs.Workdir, stateFile)), os.Remove(cs.Kubeconfig))
+		errs[len(errs)-1] = ignoreNotExist(errs[len(errs)-1])
+	}
+	return errors.Join(errs...)
+}
+
+// Load reads the ClusterSet a previous Up recorded in workdir.
+func Load(workdir string) (*ClusterSet, error) {
+	abs, err := filepath.Abs(workdir)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(abs, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no ClusterSet in %s (run `fleetslice up` first)", abs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cs := &ClusterSet{}
+	if err := json.Unmarshal(raw, cs); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(abs, stateFile), err)
+	}
+	return cs, nil
+}
+
+func (cs *ClusterSet) save() error {
+	raw, err := json.MarshalIndent(cs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cs.Workdir, stateFile), raw, 0o644)
+}
+
+// kwokctl runs the kwokctl binary against one workdir, always with the locally built binaries so
+// that nothing is ever downloaded.
+type kwokctl struct {
+	bin, workdir, kubeconfig string
+	log                      io.Writer
+}
+
+func (k kwokctl) env() []string {
+	return append(os.Environ(),
+		"KWOK_WORKDIR="+filepath.Join(k.workdir, "kwok"),
+		"KWOK_RUNTIME=binary",
+		"KWOK_KUBE_VERSION="+k8sbin.KubernetesVersion,
+		"KWOK_KUBECTL_BINARY="+filepath.Join(k.bin, k8sbin.Kubectl),
+	)
+}
+
+func (k kwokctl) create(ctx context.Context, name string, extra ...string) error {
+	start := time.Now()
+	args := []string{"create", "cluster", "--name", name, "--runtime", "binary",
+		"--kubeconfig", k.kubeconfig, "--wait", "2m", "--quiet-pull",
+		"--etcd-binary", filepath.Join(k.bin, k8sbin.Etcd),
+		"--kube-apiserver-binary", filepath.Join(k.bin, k8sbin.KubeAPIServer),
+		"--kube-controller-manager-binary", filepath.Join(k.bin, k8sbin.KubeControllerManager),
+		"--kube-scheduler-binary", filepath.Join(k.bin, k8sbin.KubeScheduler),
+		"--kwok-controller-binary", filepath.Join(k.bin, k8sbin.Kwok),
+	}
+	if err := k.run(ctx, append(args, extra...)...); err != nil {
+		return fmt.Errorf("creating cluster %s: %w", name, err)
+	}
+	k.logf("cluster %s up in %s", name, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+func (k kwokctl) delete(ctx context.Context, name string) error {
+	if _, err := os.Stat(filepath.Join(k.workdir, "kwok", "clusters", name)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := k.run(ctx, "delete", "cluster", "--name", name, "--kubeconfig", k.kubeconfig); err != nil {
+		return fmt.Errorf("deleting cluster %s: %w", name, err)
+	}
+	k.logf("cluster %s down", name)
+	return nil
+}
+
+func (k kwokctl) run(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(k.bin, k8sbin.Kwokctl), args...)
+	cmd.Env = k.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:2], " "), err, tail(out, 20))
+	}
+	return nil
+}
+
+func (k kwokctl) logf(format string, args ...any) {
+	if k.log != nil {
+		fmt.Fprintf(k.log, format+"\n", args...)
+	}
+}
+
+func tail(out []byte, lines int) string {
+	all := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

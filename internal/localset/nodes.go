@@ -1,0 +1,157 @@
+package localset
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/crds"
+)
+
+// Zone is one availability zone of the simulated clusters. Nodes in different zones get different
+// allocatable CPU so that CPU-proportional decisions are visible.
+type Zone struct {
+	Name     string `json:"name"`
+	Region   string `json:"region"`
+	NodeCPUs int    `json:"nodeCPUs"`
+}
+
+// DefaultZones are three zones whose Nodes have 8, 4 and 2 CPUs: with equal node counts the zones
+// hold 4/7, 2/7 and 1/7 of the CPU.
+func DefaultZones() []Zone {
+	return []Zone{
+		{Name: "zone-a", Region: "region-1", NodeCPUs: 8},
+		{Name: "zone-b", Region: "region-1", NodeCPUs: 4},
+		{Name: "zone-c", Region: "region-1", NodeCPUs: 2},
+	}
+}
+
+// Scheme knows every type the local ClusterSet tools read or write.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, mcsv1beta1.Install} {
+		if err := add(s); err != nil {
+			panic(fmt.Sprintf("building scheme: %v", err)) // programming error: types registered twice
+		}
+	}
+	return s
+}
+
+// RESTConfig returns a client configuration for one cluster of the set.
+func (cs *ClusterSet) RESTConfig(cluster string) (*rest.Config, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: cs.Kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: Context(cluster)},
+	).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig context %s: %w", Context(cluster), err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// Client returns a controller-runtime client for one cluster of the set.
+func (cs *ClusterSet) Client(cluster string) (client.Client, error) {
+	cfg, err := cs.RESTConfig(cluster)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: Scheme()})
+}
+
+func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Options) error {
+	c, err := cs.Client(name)
+	if err != nil {
+		return err
+	}
+	defs, err := crds.MultiCluster()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, c, defs); err != nil {
+		return err
+	}
+	for i := range opts.NodesPerCluster {
+		zone := opts.Zones[i%len(opts.Zones)]
+		node := simulatedNode(fmt.Sprintf("%s-%s-%d", name, zone.Name, i/len(opts.Zones)), zone)
+		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+func prepareBroker(ctx context.Context, cs *ClusterSet) error {
+	_, err := cs.Client(cs.Broker)
+	return err
+}
+
+// simulatedNode is a Node kwok will keep Ready. Status is accepted on create for Nodes, which is
+// how kwok's own examples declare capacity.
+func simulatedNode(name string, zone Zone) *corev1.Node {
+	cpu := resource.MustParse(strconv.Itoa(zone.NodeCPUs))
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    cpu,
+		corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dGi", 4*zone.NodeCPUs)),
+		corev1.ResourcePods:   resource.MustParse("250"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				corev1.LabelHostname:       name,
+				corev1.LabelTopologyZone:   zone.Name,
+				corev1.LabelTopologyRegion: zone.Region,
+				"kubernetes.io/os":         "linux",
+				"kubernetes.io/arch":       "amd64",
+				"type":                     "kwok",
+			},
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			NodeInfo:    corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux"},
+		},
+	}
+}
+
+// ProcessesUnder lists the live processes whose command line mentions dir: every component kwokctl
+// starts is given paths inside its workdir, so this finds anything a ClusterSet left running.
+func ProcessesUnder(dir string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := strconv.Itoa(os.Getpid())
+	var found []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		cmdline := strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")
+		if strings.Contains(cmdline, dir+string(filepath.Separator)) {
+			found = append(found, e.Name()+": "+cmdline)
+		}
+	}
+	return found
+}

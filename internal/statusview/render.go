@@ -1,0 +1,53 @@
+package statusview
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Render writes every cluster's view as aligned tables.
+func Render(w io.Writer, clusters []Cluster) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range clusters {
+		fmt.Fprintf(tw, "== %s\n", c.Name)
+		if c.Err != nil {
+			fmt.Fprintf(tw, "  unreachable: %v\n\n", c.Err)
+			continue
+		}
+		if len(c.Zones) > 0 {
+			fmt.Fprintln(tw, "  ZONE\tNODES (READY)\tCPU\tRUNNING PODS")
+			for _, z := range c.Zones {
+				fmt.Fprintf(tw, "  %s\t%d (%d)\t%d\t%d\n", z.Name, z.Nodes, z.ReadyNodes, z.MilliCPU/1000, z.RunningPods)
+			}
+		}
+		if len(c.Services) > 0 {
+			fmt.Fprintln(tw, "  SERVICE\tENDPOINTS (READY)\tSLICES\tBY ZONE\tHINTS\tMANAGED BY")
+			for _, s := range c.Services {
+				hints := counts(s.PerHint)
+				if s.Unhinted > 0 && len(s.PerHint) > 0 {
+					hints += fmt.Sprintf(" (+%d unhinted)", s.Unhinted)
+				}
+				fmt.Fprintf(tw, "  %s/%s\t%d (%d)\t%d\t%s\t%s\t%s\n", s.Namespace, s.Name, s.Endpoints, s.Ready,
+					s.Slices, counts(s.PerZone), hints, counts(s.ManagedBy))
+			}
+		}
+		if len(c.Imports) > 0 {
+			fmt.Fprintln(tw, "  SERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\tREADY")
+			for _, i := range c.Imports {
+				fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\n", i.Namespace, i.Name, i.Type, orDash(strings.Join(i.IPs, ",")),
+					orDash(strings.Join(i.Clusters, ",")), i.Ready)
+			}
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
