@@ -353,3 +353,60 @@ func describeTable(ctx context.Context, nft knftables.Interface) (string, error)
 	sort.Strings(lines)
 	return strings.Join(lines, "\n"), nil
 }
+
+// TestKernelAcceptsEveryRenderedShape checks that the kernel takes every
+// rule shape the renderer produces, in both families, fully and
+// incrementally.
+func TestKernelAcceptsEveryRenderedShape(t *testing.T) {
+	requireKernel(t)
+	ns := enterNetns(t, newNetns(t, uniquePrefix(t), "shapes"))
+	ctx := context.Background()
+	v6 := []Service{
+		{Namespace: "six", Name: "web", ClusterIPs: ips("fd00:96::20", "10.96.0.20"), AffinityTimeout: time.Minute, Ports: []Port{
+			{Name: "http", Protocol: TCP, Port: 80, NodePort: 30080, Endpoints: []Endpoint{
+				{Addr: netip.MustParseAddrPort("[fd00:244::7]:8080"), Local: true}, {Addr: netip.MustParseAddrPort("[fd00:244::8]:8080")},
+			}},
+			{Name: "sctp", Protocol: SCTP, Port: 9, Endpoints: eps("[fd00:244::7]:9")},
+		}},
+		{Namespace: "six", Name: "edge", ClusterIPs: ips("fd00:96::50"), Ports: []Port{
+			{Name: "http", Protocol: UDP, Port: 53, NodePort: 30053, ExternalLocal: true,
+				Endpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53"), ExternalEndpoints: eps("[fd00:244::9]:53")},
+		}},
+		{Namespace: "six", Name: "gone", ClusterIPs: ips("fd00:96::40"), Ports: []Port{{Name: "x", Protocol: TCP, Port: 1, NodePort: 30001}}},
+	}
+	cases := []struct {
+		family   knftables.Family
+		services []Service
+		cidrs    []netip.Prefix
+	}{
+		{knftables.IPv4Family, goldenServices(), []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}},
+		{knftables.IPv6Family, v6, []netip.Prefix{netip.MustParsePrefix("fd00:244::/48")}},
+	}
+	for _, tc := range cases {
+		var err error
+		ns.do(func() {
+			var nft knftables.Interface
+			var s *Syncer
+			if nft, err = Open(tc.family); err != nil {
+				return
+			}
+			if s, err = New(nft, Options{Family: tc.family, PodCIDRs: tc.cidrs}); err != nil {
+				return
+			}
+			if _, err = s.Sync(ctx, tc.services, true); err != nil {
+				return
+			}
+			changed := append([]Service(nil), tc.services...)
+			changed[0].AffinityTimeout = 0
+			changed[1].Ports = nil
+			changed = changed[:len(changed)-1]
+			if _, err = s.Sync(ctx, changed, false); err != nil {
+				return
+			}
+			_, err = s.Sync(ctx, tc.services, false)
+		})
+		if err != nil {
+			t.Errorf("family %s: %v", tc.family, err)
+		}
+	}
+}

@@ -353,3 +353,59 @@ func TestDryRunShowsRulesetAndLastTransaction(t *testing.T) {
 		t.Errorf("last transaction:\n%s", tx)
 	}
 }
+
+func TestOpenExplainsMissingNft(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Open(knftables.IPv4Family)
+	if err == nil || !strings.Contains(err.Error(), "nftables unavailable") || !strings.Contains(err.Error(), "nft") {
+		t.Errorf("Open without nft: %v", err)
+	}
+}
+
+// FuzzArbitraryServiceNeverBreaksTheTable feeds unchecked names, protocols,
+// addresses and ports: the Syncer must reject or program each Service
+// without panicking, and every object name it writes must be short and
+// made of characters nft accepts unquoted.
+func FuzzArbitraryServiceNeverBreaksTheTable(f *testing.F) {
+	f.Add("ns", "name", "http", "tcp", []byte{10, 96, 0, 1, 0, 80, 10, 244, 0, 1, 31, 144}, uint16(30000), int64(60))
+	f.Add("", "x", "", "udp", []byte{}, uint16(0), int64(0))
+	f.Add("n s;{}", "\"quoted\"", "p/../x", "sctp", []byte{255, 255, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0}, uint16(1), int64(-5))
+	f.Fuzz(func(t *testing.T, ns, name, portName, proto string, addrs []byte, nodePort uint16, affinity int64) {
+		svc := Service{Namespace: ns, Name: name, AffinityTimeout: time.Duration(affinity) * time.Second / 4}
+		port := Port{Name: portName, Protocol: Protocol(proto), NodePort: nodePort}
+		if len(addrs) >= 6 {
+			svc.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte(addrs[0:4]))}
+			port.Port = uint16(addrs[4])<<8 | uint16(addrs[5])
+			for rest := addrs[6:]; len(rest) >= 6; rest = rest[6:] {
+				ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte(rest[0:4])), uint16(rest[4])<<8|uint16(rest[5]))
+				port.Endpoints = append(port.Endpoints, Endpoint{Addr: ap, Local: rest[5]%2 == 0})
+			}
+		}
+		svc.Ports = []Port{port}
+		nft := &strictNFT{Fake: knftables.NewFake(knftables.IPv4Family, TableName)}
+		s, err := New(nft, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Sync(context.Background(), []Service{svc, tcpService("fixed", "neighbour", "10.96.255.1", 80, "10.244.255.1:80")}, false)
+		if err != nil {
+			t.Fatalf("sync failed instead of rejecting: %v", err)
+		}
+		if st.Services+len(st.Rejected) < 1 || st.Services > 2 {
+			t.Fatalf("stats = %+v", st)
+		}
+		for name := range nft.Table.Chains {
+			if len(name) > maxObjectNameLength || sanitize(name) != name {
+				t.Fatalf("bad chain name %q", name)
+			}
+		}
+		for name := range nft.Table.Sets {
+			if len(name) > maxObjectNameLength || sanitize(name) != name {
+				t.Fatalf("bad set name %q", name)
+			}
+		}
+		if _, err := s.Sync(context.Background(), nil, false); err != nil {
+			t.Fatalf("removing everything: %v", err)
+		}
+	})
+}
