@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Config is one static run.
+type Config struct {
+	Settings
+	// Sample limits the run to this many cases spread evenly over the space (0: all).
+	Sample int
+	// Workers is the number of goroutines (0: GOMAXPROCS).
+	Workers int
+	// Progress, when set, is called after each finished section with cases done and total.
+	Progress func(done, total int)
+}
+
+// Run scores one algorithm over the published space (or a sample of it). Sections are handed
+// to workers and merged in the published order, so the result does not depend on scheduling.
+func Run(ctx context.Context, cfg Config) (Stats, error) {
+	start := time.Now()
+	if _, err := NewAlgorithm(cfg.Settings); err != nil {
+		return Stats{}, err
+	}
+	secs := sections()
+	offsets := make([]int, len(secs))
+	total := 0
+	for i, s := range secs {
+		offsets[i] = total
+		total += s.size()
+	}
+	pick := sampler{n: cfg.Sample, total: total}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	results := make([]Stats, len(secs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			alg, _ := NewAlgorithm(cfg.Settings)
+			var plan Plan
+			for i := range next {
+				var st Stats
+				secs[i].forEach(func(j int, c Case) {
+					if !pick.picks(offsets[i] + j) {
+						return
+					}
+					if alg.Plan(c, &plan) {
+						st.Add(Evaluate(c, &plan))
+					} else {
+						st.Add(Evaluate(c, nil))
+					}
+				})
+				results[i] = st
+				if cfg.Progress != nil {
+					mu.Lock()
+					done += secs[i].size()
+					cfg.Progress(done, total)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range secs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	out := Stats{Algorithm: cfg.Algorithm, Threshold: thresholdOf(cfg.Settings)}
+	for i := range results {
+		out.Merge(results[i])
+	}
+	out.Elapsed = time.Since(start)
+	return out, err
+}
+
+func thresholdOf(s Settings) float64 {
+	switch s.Algorithm {
+	case Fleetslice:
+		return s.Threshold
+	case Upstream:
+		return UpstreamThreshold
+	}
+	return 0
+}
