@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 			alg, _ := NewAlgorithm(cfg.Settings)
 			var plan Plan
 			for i := range next {
-				var st Stats
+				st := Stats{Threshold: thresholdOf(cfg.Settings)}
 				secs[i].forEach(func(j int, c Case) {
 					if !pick.picks(offsets[i] + j) {
 						return

@@ -54,7 +54,7 @@ func TestFleetsliceRespectsThresholdOnSample(t *testing.T) {
 		if st.Invalid != 0 || st.Hinted == 0 {
 			t.Fatalf("threshold %.2f: %d invalid, %d hinted", th, st.Invalid, st.Hinted)
 		}
-		if st.MaxOverloadPct.Max > 100*th+1e-6 {
+		if st.MaxOverloadPct.Max > 100*th+1e-6 || st.OverThreshold != 0 {
 			t.Fatalf("threshold %.2f: an endpoint expects %.4f%% over fair share", th, st.MaxOverloadPct.Max)
 		}
 	}
@@ -76,6 +76,17 @@ func TestUpstreamAndFleetsliceOn443(t *testing.T) {
 	if o := Evaluate(c, &plan); !near(o.InZone, 1) || o.MaxOverload > 0.25 {
 		t.Fatalf("fleetslice 4-4-3: %+v", o)
 	}
+	// Upstream checks that its per-zone minimums fit but then rounds towards the proportional
+	// target and stops below half an endpoint, leaving zone a with 2 endpoints for 3/17 of the
+	// traffic of 16: 41% over fair share, above its own 20%. fleetslice at 20% stays within.
+	c = Case{Nodes: [3]int{3, 6, 8}, Endpoints: [3]int{2, 6, 8}}
+	if !up.Plan(c, &plan) || math.Abs(Evaluate(c, &plan).MaxOverload-(3.0/17/2*16-1)) > 1e-9 {
+		t.Fatalf("upstream on %v: %v %+v", c, plan, Evaluate(c, &plan))
+	}
+	ours20, _ := NewAlgorithm(Settings{Algorithm: Fleetslice, Threshold: 0.2})
+	if !ours20.Plan(c, &plan) || Evaluate(c, &plan).MaxOverload > 0.2 {
+		t.Fatalf("fleetslice at 20%% on %v: %v", c, plan)
+	}
 	// A case upstream does hint: its plan must account for every endpoint.
 	c = Case{Nodes: [3]int{1, 2, 3}, Endpoints: [3]int{10, 20, 60}}
 	if !up.Plan(c, &plan) || Evaluate(c, &plan).Invalid {
@@ -85,7 +96,7 @@ func TestUpstreamAndFleetsliceOn443(t *testing.T) {
 
 func TestUpstreamOnSample(t *testing.T) {
 	st := run(t, Settings{Algorithm: Upstream}, 5_000)
-	if st.Invalid != 0 || st.Hinted < st.Valid/2 {
+	if st.Invalid != 0 || st.Hinted < st.Valid/2 || st.Threshold != UpstreamThreshold {
 		t.Fatalf("upstream: %v", st.Record())
 	}
 }

@@ -34,6 +34,9 @@ func (m *Metric) merge(o Metric, first bool) {
 	}
 }
 
+// overloadSlack keeps float noise in loads from counting as a broken threshold.
+const overloadSlack = 1e-9
+
 // Stats aggregate one algorithm over many cases without keeping them.
 type Stats struct {
 	Algorithm string
@@ -41,6 +44,9 @@ type Stats struct {
 	Invalid   int
 	Valid     int
 	Hinted    int // valid cases where the algorithm produced hints
+	// OverThreshold counts valid cases where some endpoint expects more than (1+Threshold)
+	// times its fair share.
+	OverThreshold int
 
 	Total, InZone, Deviation, Slice Metric
 	// MaxDeviationPct and MaxOverloadPct are per-case maxima in percent.
@@ -60,6 +66,9 @@ func (s *Stats) Add(o Outcome) {
 	s.Valid++
 	if o.Hinted {
 		s.Hinted++
+	}
+	if o.MaxOverload > s.Threshold+overloadSlack {
+		s.OverThreshold++
 	}
 	sc := o.Score()
 	s.Total.add(sc.Total, first)
@@ -81,6 +90,7 @@ func (s *Stats) Merge(o Stats) {
 	first := s.Valid == 0
 	s.Valid += o.Valid
 	s.Hinted += o.Hinted
+	s.OverThreshold += o.OverThreshold
 	s.Total.merge(o.Total, first)
 	s.InZone.merge(o.InZone, first)
 	s.Deviation.merge(o.Deviation, first)
@@ -108,7 +118,7 @@ var CSVHeader = []string{
 	"mean slice score", "max slice score", "min slice score",
 	"max deviation %", "average max deviation %",
 	// fleetslice's additions
-	"threshold", "hinted cases", "max overload %", "average max overload %",
+	"threshold", "hinted cases", "cases over threshold", "max overload %", "average max overload %",
 	"mean slice score (zone slices)", "mean total score (zone slices)", "seconds",
 }
 
@@ -123,7 +133,7 @@ func (s *Stats) Record() []string {
 		f(s.Mean(s.Deviation)), f(s.Deviation.Max), f(s.Deviation.Min),
 		f(s.Mean(s.Slice)), f(s.Slice.Max), f(s.Slice.Min),
 		pct(s.MaxDeviationPct.Max), pct(s.Mean(s.MaxDeviationPct)),
-		f(s.Threshold), strconv.Itoa(s.Hinted), pct(s.MaxOverloadPct.Max), pct(s.Mean(s.MaxOverloadPct)),
+		f(s.Threshold), strconv.Itoa(s.Hinted), strconv.Itoa(s.OverThreshold), pct(s.MaxOverloadPct.Max), pct(s.Mean(s.MaxOverloadPct)),
 		f(s.Mean(s.GroupedSlice)), f(s.Mean(s.GroupedTotal)), fmt.Sprintf("%.1f", s.Elapsed.Seconds()),
 	}
 }
