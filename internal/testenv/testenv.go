@@ -57,6 +57,8 @@ func Start(name string) (*Cluster, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	// Dual-stack, so suites can create Services of either family or both.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10::/108")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane %s: %w", name, err)
