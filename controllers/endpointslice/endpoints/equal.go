@@ -1,0 +1,91 @@
+package endpoints
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Identity says which endpoint an Endpoint value is, across syncs: two values
+// with the same Identity describe the same endpoint, possibly with different
+// content (conditions, zone, ...), and are updated in place rather than
+// removed and re-added.
+//
+// It is the endpoint's sorted addresses plus its hostname and the namespace
+// and name of the object it refers to, the same fields upstream hashes.
+// Addresses alone are not enough: host-network Pods share their Node's IP, so
+// during a rolling update of a host-network DaemonSet the old and the new Pod
+// are two endpoints with one address, and upstream lists both. A new Pod that
+// reuses a deleted Pod's IP is therefore a new endpoint (remove plus add),
+// while a Pod recreated with the same name and IP keeps its identity and only
+// its targetRef UID changes.
+type Identity struct {
+	// Addresses is the sorted addresses joined by commas (IP addresses and
+	// host names never contain commas).
+	Addresses string
+	Hostname  string
+	Namespace string
+	Name      string
+}
+
+// IdentityOf returns ep's Identity. It does not modify ep.
+func IdentityOf(ep *discoveryv1.Endpoint) Identity {
+	var id Identity
+	switch len(ep.Addresses) {
+	case 0:
+	case 1:
+		id.Addresses = ep.Addresses[0]
+	default:
+		sorted := slices.Clone(ep.Addresses)
+		slices.Sort(sorted)
+		id.Addresses = strings.Join(sorted, ",")
+	}
+	if ep.Hostname != nil {
+		id.Hostname = *ep.Hostname
+	}
+	if ep.TargetRef != nil {
+		id.Namespace = ep.TargetRef.Namespace
+		id.Name = ep.TargetRef.Name
+	}
+	return id
+}
+
+// EndpointsEqual reports whether a and b have the same content, so that
+// replacing one by the other would not change what consumers see.
+//
+// It ignores Hints, because hints are written by a later topology pass and
+// must not make placement rewrite a slice, and the targetRef's
+// resourceVersion, which upstream ignores too (it changes on every Pod write
+// and no consumer uses it). Every other field counts, including the order of
+// addresses (only the first one is used by consumers) and deprecatedTopology.
+// Unset and empty collections are equal, as they are after an API round trip.
+func EndpointsEqual(a, b discoveryv1.Endpoint) bool {
+	return slices.Equal(a.Addresses, b.Addresses) &&
+		equalPointee(a.Conditions.Ready, b.Conditions.Ready) &&
+		equalPointee(a.Conditions.Serving, b.Conditions.Serving) &&
+		equalPointee(a.Conditions.Terminating, b.Conditions.Terminating) &&
+		equalPointee(a.Hostname, b.Hostname) &&
+		equalPointee(a.NodeName, b.NodeName) &&
+		equalPointee(a.Zone, b.Zone) &&
+		targetRefsEqual(a.TargetRef, b.TargetRef) &&
+		maps.Equal(a.DeprecatedTopology, b.DeprecatedTopology)
+}
+
+func targetRefsEqual(a, b *corev1.ObjectReference) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	x, y := *a, *b
+	x.ResourceVersion, y.ResourceVersion = "", ""
+	return x == y
+}
+
+func equalPointee[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
