@@ -9,10 +9,13 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 )
 
 var scheme = runtime.NewScheme()
@@ -23,8 +26,15 @@ func init() {
 }
 
 func main() {
-	var metricsAddr, probeAddr string
+	var metricsAddr, probeAddr, kubeContext string
 	var leaderElect bool
+	sliceOpts := endpointslice.DefaultOptions()
+	flag.IntVar(&sliceOpts.MaxEndpointsPerSlice, "max-endpoints-per-slice", sliceOpts.MaxEndpointsPerSlice, "most endpoints in one EndpointSlice (1-1000)")
+	flag.DurationVar(&sliceOpts.BatchPeriod, "endpoint-updates-batch-period", sliceOpts.BatchPeriod, "delay before syncing a Service after a Pod change, so bursts make one sync")
+	flag.IntVar(&sliceOpts.Concurrency, "concurrent-endpointslice-syncs", sliceOpts.Concurrency, "Services synced in parallel")
+	flag.IntVar(&sliceOpts.CompactionSlack, "endpointslice-compaction-slack", sliceOpts.CompactionSlack, "slices a slice set may have above ceil(endpoints/max) before the emptiest are merged away")
+	flag.BoolVar(&sliceOpts.AdoptUpstreamSlices, "adopt-upstream-slices", false, "take over EndpointSlices managed by kube-controller-manager's controller (disable that controller first)")
+	flag.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one manager replica reconciles at a time")
@@ -34,7 +44,16 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	if err := sliceOpts.Validate(); err != nil {
+		log.Error(err, "invalid EndpointSlice controller flags")
+		os.Exit(2)
+	}
+	cfg, err := config.GetConfigWithContext(kubeContext)
+	if err != nil {
+		log.Error(err, "unable to load a kubeconfig")
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
@@ -43,6 +62,15 @@ func main() {
 	})
 	if err != nil {
 		log.Error(err, "unable to create manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	slices, err := endpointslice.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("endpointslice-controller"), sliceOpts)
+	if err == nil {
+		err = slices.SetupWithManager(ctx, mgr)
+	}
+	if err != nil {
+		log.Error(err, "unable to set up the EndpointSlice controller")
 		os.Exit(1)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -54,7 +82,7 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("starting manager")
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager exited with an error")
 		os.Exit(1)
 	}

@@ -1,0 +1,117 @@
+// Package endpointslice is fleetslice's EndpointSlice controller: it turns Services, the Pods they
+// select and the Nodes those Pods run on into size-capped EndpointSlices, with the semantics of
+// kube-controller-manager's controller and fewer API writes.
+//
+// The decisions are pure and live in sub-packages: endpoints (what must exist) and placement
+// (which slice each endpoint goes to). This package reads the cluster, calls them, and writes the
+// difference: creates, then updates, then deletes.
+package endpointslice
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
+)
+
+const (
+	// ManagedBy is the value of endpointslice.kubernetes.io/managed-by on the slices we own.
+	ManagedBy = "endpointslice-controller.fleetslice.io"
+	// UpstreamManagedBy marks slices of kube-controller-manager's controller, adopted only with
+	// Options.AdoptUpstreamSlices.
+	UpstreamManagedBy = "endpointslice-controller.k8s.io"
+	// ControllerName names this controller in logs, events and metrics.
+	ControllerName = "endpointslice"
+)
+
+// Options configure the controller; the manager exposes each as a flag.
+type Options struct {
+	// MaxEndpointsPerSlice caps each slice, 1..1000 (upstream's default is 100).
+	MaxEndpointsPerSlice int
+	// CompactionSlack is how many slices above ceil(endpoints/max) a slice set may have before
+	// compaction merges the emptiest away.
+	CompactionSlack int
+	// BatchPeriod delays Pod-triggered syncs so bursts of Pod changes make one sync.
+	BatchPeriod time.Duration
+	// Concurrency is the number of Services synced in parallel.
+	Concurrency int
+	// AdoptUpstreamSlices takes over slices kube-controller-manager's controller left behind.
+	AdoptUpstreamSlices bool
+}
+
+// DefaultOptions match upstream's defaults.
+func DefaultOptions() Options {
+	return Options{MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5}
+}
+
+// Validate rejects options the controller cannot run with.
+func (o Options) Validate() error {
+	switch {
+	case o.MaxEndpointsPerSlice < 1 || o.MaxEndpointsPerSlice > placement.MaxEndpointsPerSliceLimit:
+		return fmt.Errorf("--max-endpoints-per-slice must be within 1..%d, got %d", placement.MaxEndpointsPerSliceLimit, o.MaxEndpointsPerSlice)
+	case o.CompactionSlack < 0:
+		return fmt.Errorf("--endpointslice-compaction-slack must not be negative, got %d", o.CompactionSlack)
+	case o.BatchPeriod < 0:
+		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
+	case o.Concurrency < 1:
+		return fmt.Errorf("--concurrent-endpointslice-syncs must be at least 1, got %d", o.Concurrency)
+	}
+	return nil
+}
+
+// Reconciler syncs one Service's EndpointSlices per call.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Options  Options
+
+	tracker *sliceTracker
+	totals  serviceTotals
+
+	triggerMu sync.Mutex
+	triggers  map[types.NamespacedName]*endpoints.TriggerState
+}
+
+// NewReconciler builds a Reconciler; call SetupWithManager to start it.
+func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options) (*Reconciler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return &Reconciler{
+		Client:   c,
+		Recorder: recorder,
+		Options:  opts,
+		tracker:  newSliceTracker(),
+		triggers: map[types.NamespacedName]*endpoints.TriggerState{},
+	}, nil
+}
+
+// manages reports whether a slice is one this controller writes.
+func (r *Reconciler) manages(slice *discoveryv1.EndpointSlice) bool {
+	switch slice.Labels[discoveryv1.LabelManagedBy] {
+	case ManagedBy:
+		return true
+	case UpstreamManagedBy:
+		return r.Options.AdoptUpstreamSlices
+	}
+	return false
+}
+
+// serviceOf returns the Service a slice belongs to, by its service-name label.
+func serviceOf(slice *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	return types.NamespacedName{Namespace: slice.Namespace, Name: name}, name != ""
+}
+
+// hasSlices reports whether a Service gets EndpointSlices from this controller at all.
+func hasSlices(svc *corev1.Service) bool {
+	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.Selector != nil
+}

@@ -1,0 +1,103 @@
+package endpointslice
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics keep upstream's names (subsystem endpoint_slice_controller) under our own prefix, so
+// dashboards built for kube-controller-manager carry over by swapping the prefix.
+const metricsPrefix = "fleetslice_endpointslice_"
+
+var (
+	endpointsAddedPerSync = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    metricsPrefix + "endpoints_added_per_sync",
+		Help:    "Number of endpoints added on each Service sync",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 15),
+	}, []string{})
+	endpointsRemovedPerSync = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    metricsPrefix + "endpoints_removed_per_sync",
+		Help:    "Number of endpoints removed on each Service sync",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 15),
+	}, []string{})
+	endpointSlicesChangedPerSync = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    metricsPrefix + "endpointslices_changed_per_sync",
+		Help:    "Number of EndpointSlices changed on each Service sync",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+	}, []string{"topology"})
+	endpointsDesired = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "endpoints_desired",
+		Help: "Number of endpoints desired across all Services",
+	}, []string{})
+	numEndpointSlices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "num_endpoint_slices",
+		Help: "Number of EndpointSlices this controller manages",
+	}, []string{})
+	desiredEndpointSlices = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "desired_endpoint_slices",
+		Help: "Number of EndpointSlices that would exist with perfect endpoint allocation",
+	}, []string{})
+	endpointSliceChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricsPrefix + "changes",
+		Help: "Number of EndpointSlice changes",
+	}, []string{"operation"})
+	endpointSliceSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricsPrefix + "syncs",
+		Help: "Number of EndpointSlice syncs",
+	}, []string{"result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(endpointsAddedPerSync, endpointsRemovedPerSync, endpointSlicesChangedPerSync,
+		endpointsDesired, numEndpointSlices, desiredEndpointSlices, endpointSliceChanges, endpointSliceSyncs)
+}
+
+// serviceTotals keeps each Service's contribution to the cluster-wide gauges, so a sync updates
+// the gauges by the difference instead of summing over every Service.
+type serviceTotals struct {
+	mu                           sync.Mutex
+	perService                   map[types.NamespacedName]efficiency
+	desired, slices, idealSlices int
+}
+
+type efficiency struct {
+	// desired endpoints, slices in use and the ceil(desired/max) slices a perfect packing needs.
+	desired, slices, idealSlices int
+}
+
+func (t *serviceTotals) set(service types.NamespacedName, e efficiency) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.perService == nil {
+		t.perService = map[types.NamespacedName]efficiency{}
+	}
+	old := t.perService[service]
+	t.perService[service] = e
+	t.desired += e.desired - old.desired
+	t.slices += e.slices - old.slices
+	t.idealSlices += e.idealSlices - old.idealSlices
+	t.publish()
+}
+
+func (t *serviceTotals) forget(service types.NamespacedName) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, ok := t.perService[service]
+	if !ok {
+		return
+	}
+	delete(t.perService, service)
+	t.desired -= old.desired
+	t.slices -= old.slices
+	t.idealSlices -= old.idealSlices
+	t.publish()
+}
+
+func (t *serviceTotals) publish() {
+	endpointsDesired.WithLabelValues().Set(float64(t.desired))
+	numEndpointSlices.WithLabelValues().Set(float64(t.slices))
+	desiredEndpointSlices.WithLabelValues().Set(float64(t.idealSlices))
+}

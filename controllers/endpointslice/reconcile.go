@@ -1,0 +1,168 @@
+package endpointslice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+)
+
+// +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// errStaleCache makes the workqueue retry with backoff until the cache shows our own last writes.
+var errStaleCache = errors.New("EndpointSlice cache is older than this controller's last writes; retrying")
+
+// unknownNodeRetry is how soon a Service is synced again when some of its Pods run on Nodes the
+// cache does not know yet.
+const unknownNodeRetry = 5 * time.Second
+
+// Reconcile brings one Service's EndpointSlices to the desired state.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	logger := log.FromContext(ctx)
+	defer func() {
+		outcome := "success"
+		if err != nil {
+			outcome = "error"
+		}
+		endpointSliceSyncs.WithLabelValues(outcome).Inc()
+	}()
+
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, req.NamespacedName, svc); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if svc.DeletionTimestamp != nil {
+		// The garbage collector removes the slices through their owner reference; writing now
+		// would only recreate what it is about to delete.
+		return ctrl.Result{}, nil
+	}
+
+	existing, err := r.managedSlices(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if r.tracker.Stale(req.NamespacedName, existing) {
+		logger.V(1).Info("cache behind own writes, retrying", "service", req.NamespacedName)
+		return ctrl.Result{}, errStaleCache
+	}
+
+	if !hasSlices(svc) {
+		// A Service that became ExternalName or lost its selector has no endpoints of ours.
+		return ctrl.Result{}, r.deleteAll(ctx, svc, existing)
+	}
+
+	pods, err := r.selectedPods(ctx, svc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes, err := r.nodesByName(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired := endpoints.Build(svc, pods, nodes)
+	plan, err := r.plan(svc, desired, existing)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan.stampMetadata(svc, r.triggerTime(svc, pods))
+
+	if err := r.write(ctx, svc, plan); err != nil {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices", "Sync",
+			"Error updating EndpointSlices for Service %s/%s: %v", svc.Namespace, svc.Name, err)
+		return ctrl.Result{}, err
+	}
+	r.report(svc, plan)
+
+	if len(desired.PodsOnUnknownNodes) > 0 {
+		logger.Info("skipped Pods on Nodes not in the cache yet", "service", req.NamespacedName,
+			"pods", desired.PodsOnUnknownNodes)
+		return ctrl.Result{RequeueAfter: unknownNodeRetry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// managedSlices lists the slices of a Service this controller writes.
+func (r *Reconciler) managedSlices(ctx context.Context, svc types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(svc.Namespace),
+		client.MatchingFields{sliceServiceIndex: svc.Name}); err != nil {
+		return nil, fmt.Errorf("listing EndpointSlices of %s: %w", svc, err)
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(list.Items))
+	for i := range list.Items {
+		if r.manages(&list.Items[i]) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service) ([]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	// The cache hands out shared objects without copying; nothing below modifies them.
+	if err := r.Client.List(ctx, list, client.InNamespace(svc.Namespace),
+		client.MatchingLabelsSelector{Selector: labels.SelectorFromValidatedSet(svc.Spec.Selector)},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Pods of Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+func (r *Reconciler) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
+	list := &corev1.NodeList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	nodes := make(map[string]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[list.Items[i].Name] = &list.Items[i]
+	}
+	return nodes, nil
+}
+
+// triggerTime is the last-change-trigger-time for this sync; see endpoints.LastChangeTriggerTime.
+func (r *Reconciler) triggerTime(svc *corev1.Service, pods []*corev1.Pod) time.Time {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	r.triggerMu.Lock()
+	defer r.triggerMu.Unlock()
+	t, next := endpoints.LastChangeTriggerTime(r.triggers[key], svc, pods)
+	r.triggers[key] = &next
+	return t
+}
+
+func (r *Reconciler) forget(svc types.NamespacedName) {
+	r.tracker.ForgetService(svc)
+	r.totals.forget(svc)
+	r.triggerMu.Lock()
+	delete(r.triggers, svc)
+	r.triggerMu.Unlock()
+}
+
+// deleteAll removes every slice this controller wrote for a Service that no longer has endpoints
+// of ours.
+func (r *Reconciler) deleteAll(ctx context.Context, svc *corev1.Service, existing []*discoveryv1.EndpointSlice) error {
+	if len(existing) == 0 {
+		r.forget(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		return nil
+	}
+	return r.write(ctx, svc, &syncPlan{delete: existing})
+}

@@ -1,0 +1,208 @@
+package endpointslice
+
+import (
+	"context"
+	"maps"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Field indexes this controller reads through.
+const (
+	// sliceServiceIndex indexes EndpointSlices by their kubernetes.io/service-name label.
+	sliceServiceIndex = "endpointslice.serviceName"
+	// podNodeIndex indexes Pods by spec.nodeName, to find the Services a Node change affects.
+	podNodeIndex = "pod.spec.nodeName"
+)
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// SetupWithManager registers the indexes, watches and the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, func(o client.Object) []string {
+		if name := o.GetLabels()[discoveryv1.LabelServiceName]; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
+		if node := o.(*corev1.Pod).Spec.NodeName; node != "" {
+			return []string{node}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&corev1.Service{}).
+		Watches(&discoveryv1.EndpointSlice{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.sliceChanged(e.Object, q) },
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { r.sliceChanged(e.ObjectNew, q) },
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) { r.sliceDeleted(e.Object, q) },
+		}).
+		Watches(&corev1.Pod{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.podChanged(ctx, nil, e.Object, q) },
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+				r.podChanged(ctx, e.ObjectOld, e.ObjectNew, q)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { r.podChanged(ctx, e.Object, nil, q) },
+		}).
+		Watches(&corev1.Node{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.nodeChanged(ctx, nil, e.Object, q) },
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+				r.nodeChanged(ctx, e.ObjectOld, e.ObjectNew, q)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { r.nodeChanged(ctx, e.Object, nil, q) },
+		}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
+		Complete(r)
+}
+
+// sliceChanged syncs a Service when one of its slices changed behind this controller's back:
+// someone edited or deleted a slice, or the garbage collector removed it. Echoes of our own writes
+// are skipped.
+func (r *Reconciler) sliceChanged(obj client.Object, q queue) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || !r.manages(slice) {
+		return
+	}
+	svc, ok := serviceOf(slice)
+	if !ok || r.tracker.IsOwnWrite(svc, slice) {
+		return
+	}
+	q.Add(reconcile.Request{NamespacedName: svc})
+}
+
+func (r *Reconciler) sliceDeleted(obj client.Object, q queue) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || !r.manages(slice) {
+		return
+	}
+	svc, ok := serviceOf(slice)
+	if !ok {
+		return
+	}
+	r.tracker.SliceGone(svc, slice.UID)
+	q.Add(reconcile.Request{NamespacedName: svc})
+}
+
+// podChanged syncs the Services that select a Pod before or after the change, when the change can
+// matter to an endpoint. With a batch period, bursts of Pod changes fold into one sync.
+func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Object, q queue) {
+	oldPod, _ := oldObj.(*corev1.Pod)
+	newPod, _ := newObj.(*corev1.Pod)
+	if oldPod != nil && newPod != nil && !podChangeMatters(oldPod, newPod) {
+		return
+	}
+	pod := newPod
+	if pod == nil {
+		pod = oldPod
+	}
+	if pod == nil {
+		return
+	}
+	services := &corev1.ServiceList{}
+	if err := r.Client.List(ctx, services, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing Services for a Pod change", "pod", client.ObjectKeyFromObject(pod))
+		return
+	}
+	for i := range services.Items {
+		svc := &services.Items[i]
+		if !hasSlices(svc) {
+			continue
+		}
+		selector := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+		if (oldPod != nil && selector.Matches(labels.Set(oldPod.Labels))) ||
+			(newPod != nil && selector.Matches(labels.Set(newPod.Labels))) {
+			r.enqueueBatched(q, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		}
+	}
+}
+
+func (r *Reconciler) enqueueBatched(q queue, svc types.NamespacedName) {
+	req := reconcile.Request{NamespacedName: svc}
+	if r.Options.BatchPeriod > 0 {
+		q.AddAfter(req, r.Options.BatchPeriod)
+		return
+	}
+	q.Add(req)
+}
+
+// podChangeMatters reports whether an update can change the Pod's endpoints or which Services
+// select it; status-only noise such as container restarts counts is ignored.
+func podChangeMatters(oldPod, newPod *corev1.Pod) bool {
+	return !maps.Equal(oldPod.Labels, newPod.Labels) ||
+		!reflect.DeepEqual(oldPod.Status.PodIPs, newPod.Status.PodIPs) ||
+		oldPod.Status.PodIP != newPod.Status.PodIP ||
+		oldPod.Status.Phase != newPod.Status.Phase ||
+		podReady(oldPod) != podReady(newPod) ||
+		(oldPod.DeletionTimestamp == nil) != (newPod.DeletionTimestamp == nil) ||
+		oldPod.Spec.NodeName != newPod.Spec.NodeName ||
+		oldPod.Spec.Hostname != newPod.Spec.Hostname ||
+		oldPod.Spec.Subdomain != newPod.Spec.Subdomain ||
+		!reflect.DeepEqual(containerPorts(oldPod), containerPorts(newPod))
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
+	out := make([][]corev1.ContainerPort, 0, len(pod.Spec.Containers))
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.Ports)
+	}
+	return out
+}
+
+// nodeChanged syncs the Services with Pods on a Node whose zone changed, or that appeared or went
+// away, since endpoint zones come from Nodes.
+func (r *Reconciler) nodeChanged(ctx context.Context, oldObj, newObj client.Object, q queue) {
+	oldNode, _ := oldObj.(*corev1.Node)
+	newNode, _ := newObj.(*corev1.Node)
+	if oldNode != nil && newNode != nil &&
+		oldNode.Labels[corev1.LabelTopologyZone] == newNode.Labels[corev1.LabelTopologyZone] {
+		return
+	}
+	node := newNode
+	if node == nil {
+		node = oldNode
+	}
+	if node == nil {
+		return
+	}
+	r.enqueueServicesOnNode(ctx, node.Name, q)
+}
+
+// enqueueServicesOnNode syncs every Service selecting a Pod on the Node.
+func (r *Reconciler) enqueueServicesOnNode(ctx context.Context, nodeName string, q queue) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeIndex: nodeName}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing Pods on a changed Node", "node", nodeName)
+		return
+	}
+	for i := range pods.Items {
+		r.podChanged(ctx, nil, &pods.Items[i], q)
+	}
+}

@@ -1,0 +1,70 @@
+package endpointslice
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// write applies a plan: creates first so no endpoint is ever missing, then updates, then deletes.
+// It stops at the first failure, because deleting slices whose replacements could not be written
+// would drop endpoints; the retry plans again from what did land.
+func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan) error {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	for _, s := range p.create {
+		if err := r.Client.Create(ctx, s); err != nil {
+			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+				// Creates keep failing while the namespace goes away; nothing left to do.
+				return nil
+			}
+			return fmt.Errorf("creating EndpointSlice for Service %s: %w", key, err)
+		}
+		r.tracker.Wrote(key, s)
+		endpointSliceChanges.WithLabelValues("create").Inc()
+	}
+	for _, s := range p.update {
+		if err := r.Client.Update(ctx, s); err != nil {
+			return fmt.Errorf("updating EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		r.tracker.Wrote(key, s)
+		endpointSliceChanges.WithLabelValues("update").Inc()
+	}
+	for _, s := range p.delete {
+		err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		r.tracker.Deleted(key, s)
+		endpointSliceChanges.WithLabelValues("delete").Inc()
+	}
+	return nil
+}
+
+// report publishes a successful sync's metrics, log line and the events a user wants to see.
+func (r *Reconciler) report(svc *corev1.Service, p *syncPlan) {
+	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	endpointsAddedPerSync.WithLabelValues().Observe(float64(p.stats.Added))
+	endpointsRemovedPerSync.WithLabelValues().Observe(float64(p.stats.Removed))
+	endpointSlicesChangedPerSync.WithLabelValues("Disabled").Observe(float64(p.writes()))
+	r.totals.set(key, p.efficiency)
+	if p.writes() > 0 {
+		log.Log.WithName(ControllerName).V(1).Info("synced EndpointSlices", "service", key,
+			"created", len(p.create), "updated", len(p.update), "deleted", len(p.delete),
+			"added", p.stats.Added, "removed", p.stats.Removed, "changed", p.stats.Changed, "moved", p.stats.Moved)
+	}
+	if len(p.compacted) > 0 {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "CompactedEndpointSlices", "Compact",
+			"Merged %d fragmented EndpointSlice(s) into the others (%s), moving %d endpoint(s)",
+			len(p.compacted), strings.Join(p.compacted, ", "), p.stats.Moved)
+	}
+	if len(p.adopted) > 0 {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "AdoptedEndpointSlices", "Adopt",
+			"Took over %d EndpointSlice(s) from %s: %s", len(p.adopted), UpstreamManagedBy, strings.Join(p.adopted, ", "))
+	}
+}
