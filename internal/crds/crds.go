@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
 	"sigs.k8s.io/yaml"
+
+	fleetslicecrd "github.com/fleetslice/fleetslice/config/crd"
 )
 
 // MultiCluster returns the mcs-api ServiceExport and ServiceImport CRDs.
@@ -70,4 +72,28 @@ func Install(ctx context.Context, c client.Client, defs []*apiextensionsv1.Custo
 		}
 	}
 	return nil
+}
+
+// Broker returns the CRDs a ClusterSet's broker serves: fleetslice's ServiceExportRecord.
+func Broker() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(fleetslicecrd.ServiceExportRecordCRD)
+}
+
+// ClusterProperty returns the about.k8s.io ClusterProperty CRD (KEP-2149) members read their
+// cluster id from.
+func ClusterProperty() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return decode(fleetslicecrd.ClusterPropertyCRD)
+}
+
+// Member returns every CRD a member cluster serves: the mcs-api types and ClusterProperty.
+func Member() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	mcs, err := MultiCluster()
+	if err != nil {
+		return nil, err
+	}
+	property, err := ClusterProperty()
+	if err != nil {
+		return nil, err
+	}
+	return append(mcs, property...), nil
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/internal/crds"
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
 )
@@ -29,7 +30,7 @@ type Cluster struct {
 // Scheme registers the built-in types and every API group fleetslice uses.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, mcsv1beta1.Install} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, mcsv1beta1.Install, v1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -39,6 +40,12 @@ func Scheme() (*runtime.Scheme, error) {
 
 // Start launches a control plane named name with the CRDs installed.
 func Start(name string) (*Cluster, error) {
+	return StartWith(name)
+}
+
+// StartWith launches a control plane named name with the mcs-api CRDs and the extra CRDs
+// installed, e.g. crds.Broker() for a ClusterSet's broker or crds.ClusterProperty() for a member.
+func StartWith(name string, extra ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	dir, err := k8sbin.Dir()
 	if err != nil {
 		return nil, err
@@ -47,6 +54,7 @@ func Start(name string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	defs = append(defs, extra...)
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err
