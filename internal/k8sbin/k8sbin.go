@@ -49,15 +49,19 @@ func CacheDir() string {
 	return filepath.Join(root, fmt.Sprintf("k8s-%s-etcd-%s-kwok-%s", KubernetesVersion, EtcdVersion, KwokVersion))
 }
 
-// Dir returns the directory holding every binary: $KUBEBUILDER_ASSETS when it is set (envtest's
-// own convention), otherwise the build cache. It fails with a hint when a binary is missing.
-func Dir() (string, error) {
+// Dir returns the directory holding the named binaries (every binary when none are named):
+// $KUBEBUILDER_ASSETS when it is set (envtest's own convention), otherwise the build cache. It
+// fails with a hint when a binary is missing.
+func Dir(names ...string) (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		dir = CacheDir()
 	}
+	if len(names) == 0 {
+		names = all
+	}
 	var missing []error
-	for _, name := range all {
+	for _, name := range names {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			missing = append(missing, fmt.Errorf("%s not found in %s", name, dir))
 		}

@@ -46,7 +46,7 @@ func Start(name string) (*Cluster, error) {
 // StartWith launches a control plane named name with the mcs-api CRDs and the extra CRDs
 // installed, e.g. crds.Broker() for a ClusterSet's broker or crds.ClusterProperty() for a member.
 func StartWith(name string, extra ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
-	dir, err := k8sbin.Dir()
+	dir, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer)
 	if err != nil {
 		return nil, err
 	}
