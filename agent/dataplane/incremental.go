@@ -1,9 +1,9 @@
 package dataplane
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
+	"cmp"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,26 +32,39 @@ type change struct {
 //     the rules that referenced them are gone.
 func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredService, now time.Time, stats *Stats) func() {
 	var changes []change
+	var sameButReordered []*desiredService
 	present := make(map[string]bool, len(desired))
 	for i := range desired {
 		d := &desired[i]
 		present[d.key] = true
+		if d.reused != nil {
+			continue
+		}
 		old := s.written[d.key]
 		if old != nil && old.fingerprint == d.fingerprint {
+			sameButReordered = append(sameButReordered, d)
 			continue
 		}
 		objs := renderService(&d.svc, s.fam)
-		changes = append(changes, change{key: d.key, old: old, objs: &objs, rec: newRecord(d.fingerprint, &objs)})
+		changes = append(changes, change{key: d.key, old: old, objs: &objs, rec: newRecord(d, &objs)})
+	}
+	// Input that differs only in order renders the same objects; remember
+	// its raw form so the next sync skips it at once.
+	rememberRaw := func() {
+		for _, d := range sameButReordered {
+			s.written[d.key].raw = d.raw
+		}
 	}
 	stats.Changed = len(changes)
-	for _, key := range sortedKeys(s.written) {
+	for key, old := range s.written {
 		if !present[key] {
-			changes = append(changes, change{key: key, old: s.written[key]})
+			changes = append(changes, change{key: key, old: old})
 			stats.Removed++
 		}
 	}
+	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
 	if len(changes) == 0 && !s.staleDue(now) {
-		return func() {}
+		return rememberRaw
 	}
 
 	refs := maps.Clone(s.hairpinRefs)
@@ -174,6 +187,7 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 		}
 	}
 	return func() {
+		rememberRaw()
 		for _, c := range changes {
 			if c.rec == nil {
 				delete(s.written, c.key)
@@ -212,54 +226,4 @@ func toSet(names []string) map[string]bool {
 		out[n] = true
 	}
 	return out
-}
-
-// fingerprint digests everything rendering depends on, so an unchanged
-// fingerprint means the Service's objects in the kernel are already right
-// and need not even be rendered again.
-func fingerprint(svc *Service) [32]byte {
-	size := 64 + len(svc.Namespace) + len(svc.Name) + 17*len(svc.ClusterIPs)
-	for _, p := range svc.Ports {
-		size += 32 + len(p.Name) + 20*(len(p.Endpoints)+len(p.ExternalEndpoints))
-	}
-	buf := make([]byte, 0, size)
-	str := func(s string) {
-		buf = binary.AppendUvarint(buf, uint64(len(s)))
-		buf = append(buf, s...)
-	}
-	num := func(n uint64) { buf = binary.AppendUvarint(buf, n) }
-	endpoints := func(eps []Endpoint) {
-		num(uint64(len(eps)))
-		for _, ep := range eps {
-			buf = append(buf, ep.Addr.Addr().AsSlice()...)
-			num(uint64(ep.Addr.Port()))
-			if ep.Local {
-				num(1)
-			} else {
-				num(0)
-			}
-		}
-	}
-	str(svc.Namespace)
-	str(svc.Name)
-	num(uint64(svc.AffinityTimeout))
-	num(uint64(len(svc.ClusterIPs)))
-	for _, ip := range svc.ClusterIPs {
-		buf = append(buf, ip.AsSlice()...)
-	}
-	num(uint64(len(svc.Ports)))
-	for _, p := range svc.Ports {
-		str(p.Name)
-		str(string(p.Protocol))
-		num(uint64(p.Port))
-		num(uint64(p.NodePort))
-		if p.ExternalLocal {
-			num(1)
-		} else {
-			num(0)
-		}
-		endpoints(p.Endpoints)
-		endpoints(p.ExternalEndpoints)
-	}
-	return sha256.Sum256(buf)
 }

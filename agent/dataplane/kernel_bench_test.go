@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/knftables"
 )
@@ -45,12 +46,16 @@ func BenchmarkKernelColdSync5000x10(b *testing.B) {
 	s, ns := kernelSyncer(b)
 	services := scaleServices(benchServices, benchEndpoints)
 	var st Stats
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		ns.do(func() { exec.Command("nft", "delete", "table", "ip", TableName).Run() })
 		b.StartTimer()
+		before := cpuTime()
 		st = kernelSync(b, s, ns, services, true)
+		cpu += cpuTime() - before
 	}
+	b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
 	b.ReportMetric(float64(st.Operations), "ops/tx")
 }
 
@@ -62,12 +67,14 @@ func BenchmarkKernelOneServiceChange5000x10(b *testing.B) {
 	kernelSync(b, s, ns, services, true)
 	var st Stats
 	generation := 0
+	cpu := startCPU()
 	for b.Loop() {
 		generation++
 		victim := generation % benchServices
 		services[victim].Ports[0].Endpoints = scaleEndpoints(victim, benchEndpoints, generation%7+1)
 		st = kernelSync(b, s, ns, services, false)
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(st.Operations), "ops/tx")
 }
 
@@ -80,6 +87,7 @@ func BenchmarkKernelAddOneService10000(b *testing.B) {
 	kernelSync(b, s, ns, services, true)
 	var st Stats
 	added := 0
+	cpu := startCPU()
 	for b.Loop() {
 		added++
 		services = append(services, Service{
@@ -92,5 +100,6 @@ func BenchmarkKernelAddOneService10000(b *testing.B) {
 			b.Fatalf("changed = %d", st.Changed)
 		}
 	}
+	cpu.report(b)
 	b.ReportMetric(float64(st.Operations), "ops/tx")
 }

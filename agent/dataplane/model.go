@@ -14,6 +14,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -82,12 +83,6 @@ type Endpoint struct {
 	Local bool
 }
 
-// portIdentity is what makes a port unique within its Service.
-type portIdentity struct {
-	name     string
-	protocol Protocol
-}
-
 // normalize validates svc and returns a copy trimmed to one family, with
 // addresses and endpoints sorted so that a mere reordering by the caller does
 // not look like a change. ok is false (with no error) when the Service has no
@@ -114,7 +109,6 @@ func normalize(svc Service, fam family) (out Service, ok bool, err error) {
 	}
 	slices.SortFunc(out.ClusterIPs, netip.Addr.Compare)
 
-	seen := map[portIdentity]bool{}
 	for _, p := range svc.Ports {
 		switch p.Protocol {
 		case TCP, UDP, SCTP:
@@ -124,11 +118,19 @@ func normalize(svc Service, fam family) (out Service, ok bool, err error) {
 		if p.Port == 0 {
 			return Service{}, false, fmt.Errorf("service %s port %q: port number is zero", svc.Key(), p.Name)
 		}
-		id := portIdentity{p.Name, p.Protocol}
-		if seen[id] {
-			return Service{}, false, fmt.Errorf("service %s: duplicate port %q/%s", svc.Key(), p.Name, p.Protocol)
+		// The kernel takes one verdict per address and port, so two ports
+		// may share neither a name, nor a number, nor a NodePort.
+		for _, q := range out.Ports {
+			switch {
+			case q.Protocol != p.Protocol:
+			case q.Name == p.Name:
+				return Service{}, false, fmt.Errorf("service %s: duplicate port %q/%s", svc.Key(), p.Name, p.Protocol)
+			case q.Port == p.Port:
+				return Service{}, false, fmt.Errorf("service %s: ports %q and %q both use %s/%d", svc.Key(), q.Name, p.Name, p.Protocol, p.Port)
+			case p.NodePort != 0 && q.NodePort == p.NodePort:
+				return Service{}, false, fmt.Errorf("service %s: ports %q and %q both use node port %s/%d", svc.Key(), q.Name, p.Name, p.Protocol, p.NodePort)
+			}
 		}
-		seen[id] = true
 		np := Port{Name: p.Name, Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort, ExternalLocal: p.ExternalLocal}
 		if np.Endpoints, err = normalizeEndpoints(svc, p, p.Endpoints, fam); err != nil {
 			return Service{}, false, err
@@ -141,10 +143,7 @@ func normalize(svc Service, fam family) (out Service, ok bool, err error) {
 		out.Ports = append(out.Ports, np)
 	}
 	slices.SortFunc(out.Ports, func(a, b Port) int {
-		if a.Name != b.Name {
-			return compareStrings(a.Name, b.Name)
-		}
-		return compareStrings(string(a.Protocol), string(b.Protocol))
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Protocol, b.Protocol))
 	})
 	return out, true, nil
 }
@@ -168,14 +167,4 @@ func normalizeEndpoints(svc Service, p Port, eps []Endpoint, fam family) ([]Endp
 	// Two slices may list the same address; balancing over a duplicate
 	// would double its share.
 	return slices.CompactFunc(out, func(a, b Endpoint) bool { return a.Addr == b.Addr }), nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,10 +1,13 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,12 +82,15 @@ type Syncer struct {
 	// needFull forces the next sync to rebuild: nothing is known before the
 	// first sync, and after a failure the table may have drifted.
 	needFull bool
+	hasher   rawHasher
 }
 
 // serviceRecord remembers what one Service wrote, so an incremental sync can
 // skip it when unchanged and remove exactly its objects otherwise.
 type serviceRecord struct {
-	fingerprint [32]byte
+	fingerprint [32]byte // of the normalized Service
+	raw         uint64   // of the Service as passed, see rawHasher
+	claims      []claim
 	chains      []string
 	sets        []string
 	entries     []mapEntry
@@ -117,20 +123,26 @@ func New(nft knftables.Interface, opts Options) (*Syncer, error) {
 			return nil, fmt.Errorf("dataplane: invalid pod CIDR %v", p)
 		}
 	}
-	return &Syncer{
+	s := &Syncer{
 		nft: nft, fam: fam, opts: opts,
 		written:     map[string]*serviceRecord{},
 		hairpinRefs: map[string]int{},
 		staleChains: map[string]time.Time{},
 		needFull:    true,
-	}, nil
+	}
+	s.hasher.h.SetSeed(maphash.MakeSeed())
+	return s, nil
 }
 
-// desiredService is a validated Service ready to render.
+// desiredService is a validated Service ready to render, or one whose
+// input is identical to what was last written (reused).
 type desiredService struct {
 	key         string
-	svc         Service
+	raw         uint64
+	svc         Service // normalized; zero when reused
 	fingerprint [32]byte
+	claims      []claim
+	reused      *serviceRecord
 }
 
 // Sync makes the table match services in one transaction. With full, or
@@ -143,7 +155,7 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	defer s.mu.Unlock()
 	start := s.opts.Clock()
 	stats := Stats{Full: full || s.needFull}
-	desired, rejected := s.prepare(services)
+	desired, rejected := s.prepare(services, stats.Full)
 	stats.Rejected = rejected
 	stats.Services = len(desired)
 
@@ -180,12 +192,18 @@ type claim struct {
 // Services claiming the same cluster IP and port or the same NodePort, the
 // first by namespace/name wins and the other is rejected until the conflict
 // goes away.
-func (s *Syncer) prepare(services []Service) ([]desiredService, []Rejection) {
+func (s *Syncer) prepare(services []Service, full bool) ([]desiredService, []Rejection) {
 	var rejected []Rejection
 	byKey := make(map[string]bool, len(services))
 	desired := make([]desiredService, 0, len(services))
 	for i := range services {
 		key := services[i].Key()
+		raw := s.hasher.digest(&services[i])
+		if rec := s.written[key]; rec != nil && rec.raw == raw && !full && !byKey[key] {
+			byKey[key] = true
+			desired = append(desired, desiredService{key: key, raw: raw, fingerprint: rec.fingerprint, claims: rec.claims, reused: rec})
+			continue
+		}
 		norm, ok, err := normalize(services[i], s.fam)
 		if err != nil {
 			rejected = append(rejected, Rejection{key, err.Error()})
@@ -199,33 +217,61 @@ func (s *Syncer) prepare(services []Service) ([]desiredService, []Rejection) {
 			continue
 		}
 		byKey[key] = true
-		desired = append(desired, desiredService{key: key, svc: norm})
+		desired = append(desired, desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm)})
 	}
-	sort.Slice(desired, func(i, j int) bool { return desired[i].key < desired[j].key })
 
 	owners := make(map[claim]string, len(desired))
-	kept := desired[:0]
-	for _, d := range desired {
-		if reason := claimAll(owners, &d); reason != "" {
-			rejected = append(rejected, Rejection{d.key, reason})
-			continue
+	contested := false
+	for i := range desired {
+		for _, c := range desired[i].claims {
+			if owner, taken := owners[c]; taken && owner != desired[i].key {
+				contested = true
+			}
+			owners[c] = desired[i].key
 		}
-		d.fingerprint = fingerprint(&d.svc)
-		kept = append(kept, d)
 	}
-	return kept, rejected
+	if contested {
+		// Only a contest makes the outcome depend on order: sort so that
+		// the winner is the same whatever order the caller used.
+		sortByKey(desired)
+		clear(owners)
+		kept := desired[:0]
+		for _, d := range desired {
+			if reason := claimAll(owners, &d); reason != "" {
+				rejected = append(rejected, Rejection{d.key, reason})
+				continue
+			}
+			kept = append(kept, d)
+		}
+		desired = kept
+	}
+	for i := range desired {
+		if desired[i].reused == nil {
+			desired[i].fingerprint = fingerprint(&desired[i].svc)
+		}
+	}
+	return desired, rejected
 }
 
-func claimAll(owners map[claim]string, d *desiredService) string {
-	mine := make([]claim, 0, len(d.svc.Ports)*(len(d.svc.ClusterIPs)+1))
-	for _, p := range d.svc.Ports {
-		for _, ip := range d.svc.ClusterIPs {
+func sortByKey(desired []desiredService) {
+	slices.SortFunc(desired, func(a, b desiredService) int { return cmp.Compare(a.key, b.key) })
+}
+
+func claimsOf(svc *Service) []claim {
+	mine := make([]claim, 0, len(svc.Ports)*(len(svc.ClusterIPs)+1))
+	for _, p := range svc.Ports {
+		for _, ip := range svc.ClusterIPs {
 			mine = append(mine, claim{ip, p.Protocol, p.Port})
 		}
 		if p.NodePort != 0 {
 			mine = append(mine, claim{netip.Addr{}, p.Protocol, p.NodePort})
 		}
 	}
+	return mine
+}
+
+func claimAll(owners map[claim]string, d *desiredService) string {
+	mine := d.claims
 	for _, c := range mine {
 		if owner, taken := owners[c]; taken && owner != d.key {
 			what := fmt.Sprintf("%s %s/%d", c.ip, c.protocol, c.port)
@@ -245,6 +291,7 @@ func claimAll(owners map[claim]string, d *desiredService) string {
 // whether or not the table exists, and dropping it removes every leftover
 // object, which a flush would keep.
 func (s *Syncer) planFull(tx *knftables.Transaction, desired []desiredService, stats *Stats) func() {
+	sortByKey(desired) // the same input always gives the same transaction
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
 	tx.Add(&knftables.Table{Comment: knftables.PtrTo("fleetslice node agent: Service load balancing")})
@@ -266,7 +313,7 @@ func (s *Syncer) planFull(tx *knftables.Transaction, desired []desiredService, s
 			refs[id]++
 			hairpinKeys[id] = k
 		}
-		written[d.key] = newRecord(d.fingerprint, &objs)
+		written[d.key] = newRecord(d, &objs)
 	}
 	for _, id := range sortedKeys(hairpinKeys) {
 		tx.Add(&knftables.Element{Set: setHairpin, Key: hairpinKeys[id]})
@@ -290,8 +337,9 @@ func countRemoved(written map[string]*serviceRecord, desired []desiredService) i
 	return len(written) - still
 }
 
-func newRecord(fp [32]byte, objs *serviceObjects) *serviceRecord {
-	rec := &serviceRecord{fingerprint: fp, sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
+func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
+	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
+		sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
 	rec.chains = make([]string, len(objs.chains))
 	for i, c := range objs.chains {
 		rec.chains[i] = c.name

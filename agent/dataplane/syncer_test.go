@@ -181,7 +181,7 @@ func TestFailedSyncLeavesMemoryAndTableUntouched(t *testing.T) {
 	if fake.Dump() != before {
 		t.Error("a failed transaction changed the table")
 	}
-	if s.written["ns/s01"].fingerprint == fingerprint(&changed[1]) {
+	if rec := s.written["ns/s01"]; rec.fingerprint == fingerprint(&changed[1]) || rec.raw == s.hasher.digest(&changed[1]) {
 		t.Error("memory recorded the change that failed")
 	}
 
@@ -232,6 +232,9 @@ func TestInvalidAndConflictingServicesAreRejected(t *testing.T) {
 		{Namespace: "x", Name: "proto", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: "icmp", Port: 1}}},
 		{Namespace: "x", Name: "port0", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP}}},
 		{Namespace: "x", Name: "dup", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP, Port: 1}, {Protocol: TCP, Port: 2}}},
+		{Namespace: "x", Name: "samenumber", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Name: "a", Protocol: TCP, Port: 1}, {Name: "b", Protocol: TCP, Port: 1}}},
+		{Namespace: "x", Name: "samenodeport", ClusterIPs: ips("10.96.0.9"), Ports: []Port{
+			{Name: "a", Protocol: TCP, Port: 1, NodePort: 30009}, {Name: "b", Protocol: TCP, Port: 2, NodePort: 30009}}},
 		{Namespace: "x", Name: "badip", ClusterIPs: []netip.Addr{{}}},
 		{Namespace: "x", Name: "badep", ClusterIPs: ips("10.96.0.9"), Ports: []Port{{Protocol: TCP, Port: 1, Endpoints: []Endpoint{{}}}}},
 		{Namespace: "x", Name: "affinity", ClusterIPs: ips("10.96.0.9"), AffinityTimeout: 1500 * time.Millisecond},
