@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +14,7 @@ import (
 
 func newRunCommand() *cobra.Command {
 	flags := &upFlags{}
-	var samples string
+	var samples, binDir string
 	var refresh time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -33,6 +35,20 @@ func newRunCommand() *cobra.Command {
 				}
 			}()
 			printClusterSet(cmd, cs, time.Since(start))
+			procs, err := startComponents(cs, binDir)
+			defer func() {
+				for _, p := range procs {
+					if stopErr := p.Stop(10 * time.Second); stopErr != nil && err == nil {
+						err = stopErr
+					}
+				}
+			}()
+			if err != nil {
+				return err
+			}
+			for _, p := range procs {
+				fmt.Fprintf(cmd.ErrOrStderr(), "started %s (logs: %s)\n", p.Name, p.Log)
+			}
 			for _, m := range cs.Members {
 				c, err := cs.Client(m)
 				if err != nil {
@@ -48,6 +64,31 @@ func newRunCommand() *cobra.Command {
 	}
 	flags.register(cmd)
 	cmd.Flags().StringVar(&samples, "samples", "config/samples", "directory of manifests applied to every member")
+	cmd.Flags().StringVar(&binDir, "bin-dir", defaultBinDir(), "directory holding the manager and agent binaries")
 	cmd.Flags().DurationVar(&refresh, "refresh", 2*time.Second, "how often the status view refreshes")
 	return cmd
+}
+
+// startComponents runs one fleetslice manager per member cluster, each against its own context.
+func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
+	var procs []*localset.Process
+	for _, m := range cs.Members {
+		p, err := cs.StartProcess("manager-"+m, filepath.Join(binDir, "manager"),
+			"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		if err != nil {
+			return procs, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// defaultBinDir is where `make build` puts the binaries: next to this one.
+func defaultBinDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "bin"
+	}
+	return filepath.Dir(exe)
 }

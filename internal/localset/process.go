@@ -1,0 +1,78 @@
+package localset
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Process is a fleetslice component (manager or agent) started for a local ClusterSet. It is
+// stopped by its own process id, never by name.
+type Process struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// StartProcess runs binary with args, its output going to <workdir>/logs/<name>.log.
+func (cs *ClusterSet) StartProcess(name, binary string, args ...string) (*Process, error) {
+	logDir := filepath.Join(cs.Workdir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so a Ctrl-C in the terminal reaches only us and we stop it in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		p.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// Stop sends SIGTERM, waits up to grace for a clean exit, then kills.
+func (p *Process) Stop(grace time.Duration) error {
+	if exited, _ := p.Exited(); exited {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+		if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		<-p.done
+		return fmt.Errorf("%s (pid %d) did not stop within %s and was killed", p.Name, p.cmd.Process.Pid, grace)
+	}
+}
