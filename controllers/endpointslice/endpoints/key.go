@@ -54,6 +54,11 @@ func PortsEqual(a, b []discoveryv1.EndpointPort) bool {
 	if len(a) != len(b) {
 		return false
 	}
+	// Slices written from a set's ports list them in the same order; only
+	// reordered lists need the canonical form.
+	if slices.EqualFunc(a, b, func(x, y discoveryv1.EndpointPort) bool { return comparePorts(x, y) == 0 }) {
+		return true
+	}
 	return canonicalPorts(a) == canonicalPorts(b)
 }
 

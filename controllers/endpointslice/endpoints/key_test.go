@@ -53,7 +53,7 @@ func TestKeyOf(t *testing.T) {
 // The key must not change between releases: a restarted controller has to
 // group the slices it wrote before exactly as it groups desired sets. These
 // values are the documented encoding hashed by an independent tool
-// (python3 hashlib.sha256 of `[+"http"+"TCP"+8080-]` and of ``).
+// (python3 hashlib.sha256 of `[+"http"+"TCP"+8080-]` and of “).
 func TestKeyOfIsStable(t *testing.T) {
 	golden := []struct {
 		ports []discoveryv1.EndpointPort
