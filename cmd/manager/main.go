@@ -34,6 +34,8 @@ func main() {
 	flag.IntVar(&sliceOpts.Concurrency, "concurrent-endpointslice-syncs", sliceOpts.Concurrency, "Services synced in parallel")
 	flag.IntVar(&sliceOpts.CompactionSlack, "endpointslice-compaction-slack", sliceOpts.CompactionSlack, "slices a slice set may have above ceil(endpoints/max) before the emptiest are merged away")
 	flag.BoolVar(&sliceOpts.AdoptUpstreamSlices, "adopt-upstream-slices", false, "take over EndpointSlices managed by kube-controller-manager's controller (disable that controller first)")
+	flag.Float64Var(&sliceOpts.Topology.OverloadThreshold, "topology-overload-threshold", sliceOpts.Topology.OverloadThreshold, "largest expected overload of an endpoint over its fair share that topology hints may cause (0.25 = 25%)")
+	flag.IntVar(&sliceOpts.Topology.MinEndpointsPerZone, "topology-min-endpoints-per-zone", sliceOpts.Topology.MinEndpointsPerZone, "ready endpoints per zone needed to turn hints on (they turn off below 2 per zone)")
 	flag.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
+	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
 const (
@@ -45,11 +46,13 @@ type Options struct {
 	Concurrency int
 	// AdoptUpstreamSlices takes over slices kube-controller-manager's controller left behind.
 	AdoptUpstreamSlices bool
+	// Topology tunes CPU-proportional hints for Services annotated topology-mode: Auto.
+	Topology topology.Options
 }
 
 // DefaultOptions match upstream's defaults.
 func DefaultOptions() Options {
-	return Options{MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5}
+	return Options{MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5, Topology: topology.DefaultOptions()}
 }
 
 // Validate rejects options the controller cannot run with.
@@ -63,6 +66,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrent-endpointslice-syncs must be at least 1, got %d", o.Concurrency)
+	case !(o.Topology.OverloadThreshold >= 0 && o.Topology.OverloadThreshold <= 10):
+		return fmt.Errorf("--topology-overload-threshold must be within 0..10, got %v", o.Topology.OverloadThreshold)
+	case o.Topology.MinEndpointsPerZone < topology.OffEndpointsPerZone:
+		return fmt.Errorf("--topology-min-endpoints-per-zone must be at least %d, got %d", topology.OffEndpointsPerZone, o.Topology.MinEndpointsPerZone)
 	}
 	return nil
 }
@@ -78,6 +85,15 @@ type Reconciler struct {
 
 	triggerMu sync.Mutex
 	triggers  map[types.NamespacedName]*endpoints.TriggerState
+
+	hintMu     sync.Mutex
+	hintStates map[hintKey]string
+}
+
+// hintKey names one address type of one Service, whose hint state events report on.
+type hintKey struct {
+	service     types.NamespacedName
+	addressType discoveryv1.AddressType
 }
 
 // NewReconciler builds a Reconciler; call SetupWithManager to start it.
@@ -86,11 +102,12 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		return nil, err
 	}
 	return &Reconciler{
-		Client:   c,
-		Recorder: recorder,
-		Options:  opts,
-		tracker:  newSliceTracker(),
-		triggers: map[types.NamespacedName]*endpoints.TriggerState{},
+		Client:     c,
+		Recorder:   recorder,
+		Options:    opts,
+		tracker:    newSliceTracker(),
+		triggers:   map[types.NamespacedName]*endpoints.TriggerState{},
+		hintStates: map[hintKey]string{},
 	}, nil
 }
 

@@ -37,7 +37,7 @@ func ensureNodes(ctx context.Context) {
 	for _, z := range zones {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: "node-" + z, Labels: map[string]string{corev1.LabelTopologyZone: z}},
-			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
+			Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
 		}
 		if err := k8sClient.Create(ctx, node); err != nil {
 			Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
@@ -184,4 +184,3 @@ func expectWellFormed(g Gomega, slices []discoveryv1.EndpointSlice, endpoints in
 	bound := (endpoints+maxPerSlice-1)/maxPerSlice + 1 // compaction slack 1
 	g.Expect(len(slices)).To(BeNumerically("<=", max(bound, 1)), "slice count for %d endpoints", endpoints)
 }
-

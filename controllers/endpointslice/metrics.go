@@ -44,6 +44,14 @@ var (
 		Name: metricsPrefix + "changes",
 		Help: "Number of EndpointSlice changes",
 	}, []string{"operation"})
+	topologyHintChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricsPrefix + "topology_hint_changes_total",
+		Help: "Number of endpoints whose topology hints were rewritten, by topology mode",
+	}, []string{"mode"})
+	servicesByTopologyMode = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "services",
+		Help: "Number of Services this controller syncs, by topology mode",
+	}, []string{"topology_mode"})
 	endpointSliceSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricsPrefix + "syncs",
 		Help: "Number of EndpointSlice syncs",
@@ -52,7 +60,8 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(endpointsAddedPerSync, endpointsRemovedPerSync, endpointSlicesChangedPerSync,
-		endpointsDesired, numEndpointSlices, desiredEndpointSlices, endpointSliceChanges, endpointSliceSyncs)
+		endpointsDesired, numEndpointSlices, desiredEndpointSlices, endpointSliceChanges, endpointSliceSyncs,
+		topologyHintChanges, servicesByTopologyMode)
 }
 
 // serviceTotals keeps each Service's contribution to the cluster-wide gauges, so a sync updates
@@ -66,6 +75,8 @@ type serviceTotals struct {
 type efficiency struct {
 	// desired endpoints, slices in use and the ceil(desired/max) slices a perfect packing needs.
 	desired, slices, idealSlices int
+	// mode is the Service's topology mode.
+	mode hintMode
 }
 
 func (t *serviceTotals) set(service types.NamespacedName, e efficiency) {
@@ -74,8 +85,12 @@ func (t *serviceTotals) set(service types.NamespacedName, e efficiency) {
 	if t.perService == nil {
 		t.perService = map[types.NamespacedName]efficiency{}
 	}
-	old := t.perService[service]
+	old, had := t.perService[service]
 	t.perService[service] = e
+	if had {
+		servicesByTopologyMode.WithLabelValues(string(old.mode)).Dec()
+	}
+	servicesByTopologyMode.WithLabelValues(string(e.mode)).Inc()
 	t.desired += e.desired - old.desired
 	t.slices += e.slices - old.slices
 	t.idealSlices += e.idealSlices - old.idealSlices
@@ -90,6 +105,7 @@ func (t *serviceTotals) forget(service types.NamespacedName) {
 		return
 	}
 	delete(t.perService, service)
+	servicesByTopologyMode.WithLabelValues(string(old.mode)).Dec()
 	t.desired -= old.desired
 	t.slices -= old.slices
 	t.idealSlices -= old.idealSlices

@@ -79,6 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	zones, zonesReason, zonesMessage := zonesFor(svc, nodes)
+	hintDecisions := r.applyHints(svc, plan, existing, zones, zonesReason, zonesMessage)
+	plan.efficiency.mode = modeOf(svc)
 	plan.stampMetadata(svc, r.triggerTime(svc, pods))
 
 	if err := r.write(ctx, svc, plan); err != nil {
@@ -87,6 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	r.report(svc, plan)
+	r.reportHints(svc, hintDecisions)
 
 	if len(desired.PodsOnUnknownNodes) > 0 {
 		logger.Info("skipped Pods on Nodes not in the cache yet", "service", req.NamespacedName,
@@ -152,6 +156,7 @@ func (r *Reconciler) triggerTime(svc *corev1.Service, pods []*corev1.Pod) time.T
 func (r *Reconciler) forget(svc types.NamespacedName) {
 	r.tracker.ForgetService(svc)
 	r.totals.forget(svc)
+	r.forgetHints(svc)
 	r.triggerMu.Lock()
 	delete(r.triggers, svc)
 	r.triggerMu.Unlock()

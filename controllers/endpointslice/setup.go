@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
 // Field indexes this controller reads through.
@@ -25,6 +27,9 @@ const (
 	sliceServiceIndex = "endpointslice.serviceName"
 	// podNodeIndex indexes Pods by spec.nodeName, to find the Services a Node change affects.
 	podNodeIndex = "pod.spec.nodeName"
+	// serviceModeIndex indexes Services by topology mode, to find those whose CPU-proportional
+	// hints a Node change can move.
+	serviceModeIndex = "service.topologyMode"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -45,6 +50,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return []string{node}
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &corev1.Service{}, serviceModeIndex, func(o client.Object) []string {
+		return []string{string(modeOf(o.(*corev1.Service)))}
 	}); err != nil {
 		return err
 	}
@@ -176,15 +186,12 @@ func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
 	return out
 }
 
-// nodeChanged syncs the Services with Pods on a Node whose zone changed, or that appeared or went
-// away, since endpoint zones come from Nodes.
+// nodeChanged syncs the Services a Node change can affect: a new zone changes the zone of the
+// endpoints on the Node; readiness, CPU, zone or role changes move every zone's share of CPU, which
+// only Services with CPU-proportional hints depend on.
 func (r *Reconciler) nodeChanged(ctx context.Context, oldObj, newObj client.Object, q queue) {
 	oldNode, _ := oldObj.(*corev1.Node)
 	newNode, _ := newObj.(*corev1.Node)
-	if oldNode != nil && newNode != nil &&
-		oldNode.Labels[corev1.LabelTopologyZone] == newNode.Labels[corev1.LabelTopologyZone] {
-		return
-	}
 	node := newNode
 	if node == nil {
 		node = oldNode
@@ -192,7 +199,43 @@ func (r *Reconciler) nodeChanged(ctx context.Context, oldObj, newObj client.Obje
 	if node == nil {
 		return
 	}
-	r.enqueueServicesOnNode(ctx, node.Name, q)
+	zoneChanged := oldNode == nil || newNode == nil ||
+		oldNode.Labels[corev1.LabelTopologyZone] != newNode.Labels[corev1.LabelTopologyZone]
+	if zoneChanged {
+		r.enqueueServicesOnNode(ctx, node.Name, q)
+	}
+	if zoneChanged || nodeShareChanged(oldNode, newNode) {
+		r.enqueueAutoTopologyServices(ctx, q)
+	}
+}
+
+// nodeShareChanged reports whether a Node update changes what it adds to its zone's CPU share.
+func nodeShareChanged(oldNode, newNode *corev1.Node) bool {
+	_, oldCP := oldNode.Labels[topology.LabelControlPlane]
+	_, newCP := newNode.Labels[topology.LabelControlPlane]
+	return nodeReady(oldNode) != nodeReady(newNode) || oldCP != newCP ||
+		!oldNode.Status.Allocatable.Cpu().Equal(*newNode.Status.Allocatable.Cpu())
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// enqueueAutoTopologyServices syncs every Service with CPU-proportional hints.
+func (r *Reconciler) enqueueAutoTopologyServices(ctx context.Context, q queue) {
+	services := &corev1.ServiceList{}
+	if err := r.Client.List(ctx, services, client.MatchingFields{serviceModeIndex: string(hintsAuto)}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "listing Services with topology hints for a Node change")
+		return
+	}
+	for i := range services.Items {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&services.Items[i])})
+	}
 }
 
 // enqueueServicesOnNode syncs every Service selecting a Pod on the Node.

@@ -51,7 +51,7 @@ func (r *Reconciler) report(svc *corev1.Service, p *syncPlan) {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	endpointsAddedPerSync.WithLabelValues().Observe(float64(p.stats.Added))
 	endpointsRemovedPerSync.WithLabelValues().Observe(float64(p.stats.Removed))
-	endpointSlicesChangedPerSync.WithLabelValues("Disabled").Observe(float64(p.writes()))
+	endpointSlicesChangedPerSync.WithLabelValues(string(p.efficiency.mode)).Observe(float64(p.writes()))
 	r.totals.set(key, p.efficiency)
 	if p.writes() > 0 {
 		log.Log.WithName(ControllerName).V(1).Info("synced EndpointSlices", "service", key,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,9 +87,16 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	if err := crds.Install(ctx, c, defs); err != nil {
 		return err
 	}
+	if opts.NodesPerCluster > 250 {
+		return fmt.Errorf("at most 250 nodes per cluster (each gets a /24 of 10.<cluster>.0.0/16), got %d", opts.NodesPerCluster)
+	}
+	member := slices.Index(cs.Members, name) + 1
 	for i := range opts.NodesPerCluster {
 		zone := opts.Zones[i%len(opts.Zones)]
-		node := simulatedNode(fmt.Sprintf("%s-%s-%d", name, zone.Name, i/len(opts.Zones)), zone)
+		// Distinct Pod CIDRs per Node and per cluster, so Pod IPs are unique across the ClusterSet
+		// as multi-cluster services need.
+		podCIDR := fmt.Sprintf("10.%d.%d.0/24", member, i)
+		node := simulatedNode(fmt.Sprintf("%s-%s-%d", name, zone.Name, i/len(opts.Zones)), zone, podCIDR)
 		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
@@ -103,7 +111,7 @@ func prepareBroker(ctx context.Context, cs *ClusterSet) error {
 
 // simulatedNode is a Node kwok will keep Ready. Status is accepted on create for Nodes, which is
 // how kwok's own examples declare capacity.
-func simulatedNode(name string, zone Zone) *corev1.Node {
+func simulatedNode(name string, zone Zone, podCIDR string) *corev1.Node {
 	cpu := resource.MustParse(strconv.Itoa(zone.NodeCPUs))
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    cpu,
@@ -123,6 +131,7 @@ func simulatedNode(name string, zone Zone) *corev1.Node {
 			},
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 		},
+		Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity,

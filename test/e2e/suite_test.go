@@ -11,10 +11,42 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/internal/localset"
 )
 
-var clusterSet *localset.ClusterSet
+var (
+	clusterSet      *localset.ClusterSet
+	stopControllers []context.CancelFunc
+)
+
+// startControllers runs fleetslice's controllers in this process against one member, as the
+// manager binary would.
+func startControllers(member string) {
+	cfg, err := clusterSet.RESTConfig(member)
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     localset.Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	r, err := endpointslice.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("endpointslice-controller"), endpointslice.DefaultOptions())
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	stopControllers = append(stopControllers, cancel)
+	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+}
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -22,6 +54,7 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	workdir, err := os.MkdirTemp("", "fleetslice-e2e-")
 	Expect(err).NotTo(HaveOccurred())
 	clusterSet, err = localset.Up(ctx, localset.Options{
@@ -31,9 +64,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Log:             GinkgoWriter,
 	})
 	Expect(err).NotTo(HaveOccurred())
+	for _, member := range clusterSet.Members {
+		startControllers(member)
+	}
 }, NodeTimeout(5*time.Minute))
 
 var _ = AfterSuite(func() {
+	for _, stop := range stopControllers {
+		stop()
+	}
 	if clusterSet == nil {
 		return
 	}
