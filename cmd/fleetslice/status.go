@@ -43,6 +43,10 @@ func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear
 		}
 		views = append(views, statusview.Collect(ctx, m, c))
 	}
+	if ctx.Err() != nil {
+		// Interrupted while collecting: the half-read view would only show errors.
+		return nil
+	}
 	if clear {
 		// Home the cursor and clear the screen so the view refreshes in place.
 		fmt.Fprint(w, "\x1b[H\x1b[2J")

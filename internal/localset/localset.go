@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
@@ -143,7 +144,7 @@ func Down(ctx context.Context, workdir string, log io.Writer) error {
 			errs = append(errs, err)
 		}
 	}
-	if left := ProcessesUnder(cs.Workdir); len(left) > 0 {
+	if left := waitForExit(ctx, cs.Workdir, 30*time.Second); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes still running from %s after down: %v", cs.Workdir, left))
 	}
 	if len(errs) == 0 {
@@ -151,6 +152,27 @@ func Down(ctx context.Context, workdir string, log io.Writer) error {
 		errs[len(errs)-1] = ignoreNotExist(errs[len(errs)-1])
 	}
 	return errors.Join(errs...)
+}
+
+// waitForExit waits for the components kwokctl signalled to exit: it returns as soon as they
+// are stopping, not stopped. Stragglers after the grace period are killed by process id.
+func waitForExit(ctx context.Context, workdir string, grace time.Duration) []string {
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if len(ProcessesUnder(workdir)) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ProcessesUnder(workdir)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for _, pid := range processIDsUnder(workdir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	time.Sleep(500 * time.Millisecond)
+	return ProcessesUnder(workdir)
 }
 
 // Load reads the ClusterSet a previous Up recorded in workdir.

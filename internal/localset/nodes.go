@@ -143,14 +143,25 @@ func simulatedNode(name string, zone Zone, podCIDR string) *corev1.Node {
 // ProcessesUnder lists the live processes whose command line mentions dir: every component kwokctl
 // starts is given paths inside its workdir, so this finds anything a ClusterSet left running.
 func ProcessesUnder(dir string) []string {
+	var found []string
+	eachProcessUnder(dir, func(pid int, cmdline string) { found = append(found, strconv.Itoa(pid)+": "+cmdline) })
+	return found
+}
+
+func processIDsUnder(dir string) []int {
+	var pids []int
+	eachProcessUnder(dir, func(pid int, _ string) { pids = append(pids, pid) })
+	return pids
+}
+
+func eachProcessUnder(dir string, fn func(pid int, cmdline string)) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	self := strconv.Itoa(os.Getpid())
-	var found []string
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -159,8 +170,7 @@ func ProcessesUnder(dir string) []string {
 		}
 		cmdline := strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " ")
 		if strings.Contains(cmdline, dir+string(filepath.Separator)) {
-			found = append(found, e.Name()+": "+cmdline)
+			fn(pid, cmdline)
 		}
 	}
-	return found
 }
