@@ -11,9 +11,15 @@
 //     through the same, now current, watch, so stale peer leases from before the cut are not
 //     mistaken for lost ones.
 //
-// A peer is lost once reference > renewTime + leaseDuration. The member itself is always live
-// in its own eyes. Peers without a Lease are live only while the reference is unknown (before
-// our first renewal is seen), so that a member starting up does not withdraw everything.
+// After a gap in our own renewals (the reference jumps by more than our lease duration: this
+// member was cut off, or has just started), every peer gets one more lease duration to renew
+// before it is judged: after a broker outage all leases look expired, and whoever reconnects
+// first must not withdraw the others only because they have not renewed yet.
+//
+// So a peer is lost once reference > its renewTime + leaseDuration and reference > the start
+// of our current unbroken run of renewals + our lease duration. The member itself is always
+// live in its own eyes. Peers without a Lease count like peers whose lease expired long ago.
+// Before our first renewal is seen (zero reference) every peer is live.
 package liveness
 
 import (
@@ -78,20 +84,31 @@ type Verdict struct {
 	Self string
 	// Reference is the renewal time of Self's own lease as observed; zero when not seen yet.
 	Reference time.Time
+	// Since is when the current unbroken run of our own observed renewals began.
+	Since time.Time
+	// Grace is how long after Since peers are not judged; Self's own lease duration.
+	Grace time.Duration
 	// Live holds the verdict of every peer that has a Lease.
 	Live map[string]bool
 	// Expiries holds when each peer's lease runs out, for status and metrics.
 	Expiries map[string]time.Time
 }
 
-// Judge returns self's verdict over the given leases. Duplicate leases of one cluster (which
-// the broker's naming rules out) resolve to the latest expiry.
-func Judge(self string, leases []Lease) Verdict {
+// Judge returns self's verdict over the given leases, continuing from the previous verdict
+// (the zero Verdict at start). Duplicate leases of one cluster (which the broker's naming rules
+// out) resolve to the latest expiry.
+func Judge(self string, leases []Lease, prev Verdict) Verdict {
 	v := Verdict{Self: self, Live: map[string]bool{}, Expiries: map[string]time.Time{}}
 	for _, l := range leases {
-		if l.Cluster == self && l.RenewTime.After(v.Reference) {
-			v.Reference = l.RenewTime
+		if l.Cluster == self && (v.Reference.IsZero() || l.RenewTime.After(v.Reference)) {
+			v.Reference, v.Grace = l.RenewTime, l.Duration
 		}
+	}
+	v.Since = prev.Since
+	unbroken := !prev.Reference.IsZero() && prev.Self == self &&
+		!v.Reference.Before(prev.Reference) && v.Reference.Sub(prev.Reference) <= v.Grace
+	if !unbroken {
+		v.Since = v.Reference
 	}
 	for _, l := range leases {
 		if l.Cluster == self || l.Cluster == "" {
@@ -102,9 +119,17 @@ func Judge(self string, leases []Lease) Verdict {
 			expiry = known
 		}
 		v.Expiries[l.Cluster] = expiry
-		v.Live[l.Cluster] = v.Reference.IsZero() || !v.Reference.After(expiry)
+	}
+	for cluster, expiry := range v.Expiries {
+		v.Live[cluster] = !v.judges() || !v.Reference.After(expiry)
 	}
 	return v
+}
+
+// judges reports whether peers can be found lost at all: only once our own renewals have run
+// unbroken for a full grace period.
+func (v Verdict) judges() bool {
+	return !v.Reference.IsZero() && v.Reference.After(v.Since.Add(v.Grace))
 }
 
 // IsLive says whether cluster's exports count in this member's imports.
@@ -115,7 +140,7 @@ func (v Verdict) IsLive(cluster string) bool {
 	if live, ok := v.Live[cluster]; ok {
 		return live
 	}
-	return v.Reference.IsZero()
+	return !v.judges()
 }
 
 // LiveClusters returns the clusters among candidates that are live, ascending and unique.
@@ -134,8 +159,8 @@ func (v Verdict) LiveClusters(candidates []string) []string {
 type Change struct {
 	// Clusters lists the peers whose liveness flipped, ascending.
 	Clusters []string
-	// Everyone is set when the judgement of clusters without a Lease flipped too (the
-	// reference became known or unknown): every cluster's exports must be looked at again.
+	// Everyone is set when the judgement of clusters without a Lease flipped too (a grace
+	// period began or ended): every cluster's exports must be looked at again.
 	Everyone bool
 }
 
@@ -147,7 +172,7 @@ func (c Change) Empty() bool {
 // Diff returns what changed from prev to next.
 func Diff(prev, next Verdict) Change {
 	var change Change
-	change.Everyone = prev.Reference.IsZero() != next.Reference.IsZero() || prev.Self != next.Self
+	change.Everyone = prev.judges() != next.judges() || prev.Self != next.Self
 	seen := map[string]bool{}
 	for _, verdict := range []Verdict{prev, next} {
 		for cluster := range verdict.Live {

@@ -18,6 +18,17 @@ func lease(cluster string, renewedAfter time.Duration, duration time.Duration) L
 	return Lease{Cluster: cluster, RenewTime: t0.Add(renewedAfter), Duration: duration}
 }
 
+// steady judges as a member whose own renewals have run unbroken for an hour.
+func steady(leases []Lease) Verdict {
+	prev := Verdict{Self: "a", Since: t0.Add(-time.Hour)}
+	for _, l := range leases {
+		if l.Cluster == "a" {
+			prev.Reference = l.RenewTime.Add(-time.Second)
+		}
+	}
+	return Judge("a", leases, prev)
+}
+
 func TestJudge(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -69,7 +80,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Judge("a", tc.leases)
+			v := steady(tc.leases)
 			if v.Reference.IsZero() != tc.wantZero {
 				t.Fatalf("reference %v, want zero=%v", v.Reference, tc.wantZero)
 			}
@@ -91,8 +102,8 @@ func TestJudge(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	before := Judge("a", []Lease{lease("a", 10*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second), lease("c", 9*time.Second, 3*time.Second)})
-	after := Judge("a", []Lease{lease("a", 13*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second), lease("c", 12*time.Second, 3*time.Second)})
+	before := steady([]Lease{lease("a", 10*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second), lease("c", 9*time.Second, 3*time.Second)})
+	after := Judge("a", []Lease{lease("a", 13*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second), lease("c", 12*time.Second, 3*time.Second)}, before)
 	change := Diff(before, after)
 	if !slices.Equal(change.Clusters, []string{"b"}) || change.Everyone {
 		t.Fatalf("Diff = %+v, want only b", change)
@@ -104,14 +115,54 @@ func TestDiff(t *testing.T) {
 	if !Diff(before, before).Empty() {
 		t.Fatal("a verdict differs from itself")
 	}
-	first := Diff(Judge("a", nil), before)
+	first := Diff(Judge("a", nil, Verdict{}), before)
 	if !first.Everyone {
-		t.Fatal("the reference becoming known must re-examine every cluster")
+		t.Fatal("judging starting must re-examine every cluster")
 	}
 	// A peer that disappears entirely (its lease deleted) counts as a change.
-	gone := Judge("a", []Lease{lease("a", 10*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second)})
+	gone := Judge("a", []Lease{lease("a", 10*time.Second, 3*time.Second), lease("b", 9*time.Second, 3*time.Second)}, before)
 	if change := Diff(before, gone); !slices.Equal(change.Clusters, []string{"c"}) {
 		t.Fatalf("lease deletion Diff = %+v, want c", change)
+	}
+}
+
+// TestGraceAfterAGap: after our own renewals stop for longer than our lease (a cut from the
+// broker, or a restart), peers get one more lease duration to renew before they are judged.
+func TestGraceAfterAGap(t *testing.T) {
+	d := 3 * time.Second
+	v := steady([]Lease{lease("a", 10*time.Second, d), lease("b", 9*time.Second, d)})
+	if !v.IsLive("b") {
+		t.Fatal("b renewed within its lease")
+	}
+	// We were cut off from 10s to 30s; b renewed for the last time at 9s.
+	back := Judge("a", []Lease{lease("a", 30*time.Second, d), lease("b", 9*time.Second, d)}, v)
+	if !back.IsLive("b") {
+		t.Fatal("right after reconnecting, b must get time to renew")
+	}
+	if !back.Since.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("unbroken run restarts at 30s, got %v", back.Since)
+	}
+	// Our renewals continue; b never renews.
+	later := Judge("a", []Lease{lease("a", 32*time.Second, d), lease("b", 9*time.Second, d)}, back)
+	if !later.IsLive("b") {
+		t.Fatal("still within the grace period")
+	}
+	lost := Judge("a", []Lease{lease("a", 34*time.Second, d), lease("b", 9*time.Second, d)}, later)
+	if lost.IsLive("b") || lost.IsLive("no-lease") {
+		t.Fatal("after the grace period b, and any cluster without a lease, is lost")
+	}
+	if change := Diff(later, lost); !slices.Equal(change.Clusters, []string{"b"}) || !change.Everyone {
+		t.Fatalf("the end of the grace period must announce b and everyone: %+v", change)
+	}
+	// b renewing inside the grace period is simply live.
+	renewed := Judge("a", []Lease{lease("a", 32*time.Second, d), lease("b", 31*time.Second, d)}, back)
+	if !renewed.IsLive("b") {
+		t.Fatal("b renewed")
+	}
+	// Starting up is a gap too.
+	start := Judge("a", []Lease{lease("a", 0, d), lease("b", -time.Hour, d)}, Verdict{})
+	if !start.IsLive("b") {
+		t.Fatal("a member that has just started judges nobody lost")
 	}
 }
 
@@ -170,7 +221,8 @@ func FuzzJudge(f *testing.F) {
 			{Cluster: "b", RenewTime: t0.Add(time.Duration(b) * time.Second), Duration: time.Duration(bDur) * time.Second},
 			{Cluster: "c", RenewTime: t0.Add(time.Duration(c) * time.Second), Duration: time.Duration(cDur) * time.Second},
 		}
-		v := Judge("a", leases)
+		prev := Verdict{Self: "a", Reference: leases[0].RenewTime.Add(-time.Second), Since: t0.Add(-time.Hour)}
+		v := Judge("a", leases, prev)
 		if !v.IsLive("a") {
 			t.Fatal("a member must always be live in its own eyes")
 		}
@@ -178,13 +230,13 @@ func FuzzJudge(f *testing.F) {
 		if leases[1].Expiry().After(leases[2].Expiry()) && v.IsLive("c") && !v.IsLive("b") {
 			t.Fatalf("b expires later than c but only c is live: %+v", v)
 		}
-		// Our own renewal moving forward never brings a lost peer back.
+		// Our own renewal moving forward within our lease never brings a lost peer back.
 		if advance < 0 {
 			advance = -advance
 		}
 		moved := slices.Clone(leases)
-		moved[0].RenewTime = moved[0].RenewTime.Add(time.Duration(advance%1000) * time.Second)
-		later := Judge("a", moved)
+		moved[0].RenewTime = moved[0].RenewTime.Add(time.Duration(advance%4) * time.Second)
+		later := Judge("a", moved, v)
 		for _, peer := range []string{"b", "c"} {
 			if !v.IsLive(peer) && later.IsLive(peer) {
 				t.Fatalf("%s came back only because our own renewal advanced", peer)
@@ -200,7 +252,7 @@ func FuzzJudge(f *testing.F) {
 		// Input order does not matter.
 		reversed := slices.Clone(leases)
 		slices.Reverse(reversed)
-		if !Diff(v, Judge("a", reversed)).Empty() {
+		if !Diff(v, Judge("a", reversed, prev)).Empty() {
 			t.Fatal("the verdict depends on the order of the leases")
 		}
 	})
@@ -214,9 +266,9 @@ func BenchmarkJudge(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
-			prev := Judge("cluster-0", leases)
+			prev := Judge("cluster-0", leases, Verdict{})
 			for b.Loop() {
-				next := Judge("cluster-0", leases)
+				next := Judge("cluster-0", leases, prev)
 				_ = Diff(prev, next)
 			}
 		})

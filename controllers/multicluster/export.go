@@ -1,0 +1,348 @@
+package multicluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+)
+
+// Event reasons on ServiceExports.
+const (
+	ReasonExported         = "Exported"
+	ReasonExportInvalid    = "ExportInvalid"
+	ReasonExportWithdrawn  = "ExportWithdrawn"
+	ReasonExportConflict   = "ExportConflict"
+	ReasonConflictResolved = "ConflictResolved"
+	ReasonBrokerWriteError = "BrokerWriteFailed"
+)
+
+// exportReconciler publishes one ServiceExport (by namespace/name) to the broker and keeps its
+// Valid, Ready and Conflict conditions.
+type exportReconciler struct {
+	local           client.Client // member cluster, cached reads
+	broker          client.Client // broker, cached reads
+	brokerNamespace string
+	self            string
+	members         *membership
+	recorder        events.EventRecorder
+	leaving         *atomic.Bool
+	writeTimeout    time.Duration
+}
+
+// +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports,verbs=get;list;watch
+// +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// Our cache is behind a write; the newer object's event is on its way.
+		return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
+	}
+	return res, err
+}
+
+func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if r.leaving.Load() {
+		return reconcile.Result{}, nil
+	}
+	export := &mcsv1beta1.ServiceExport{}
+	if err := r.local.Get(ctx, req.NamespacedName, export); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		withdrawn, err := r.withdraw(ctx, req.NamespacedName)
+		if withdrawn {
+			log.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
+		}
+		return reconcile.Result{}, err
+	}
+	if export.DeletionTimestamp != nil {
+		_, err := r.withdraw(ctx, req.NamespacedName)
+		return reconcile.Result{}, err
+	}
+
+	service := &corev1.Service{}
+	if err := r.local.Get(ctx, req.NamespacedName, service); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+		service = nil
+	}
+	record, err := merge.RecordFromService(r.self, export, service)
+	var invalid *merge.ExportError
+	if errors.As(err, &invalid) {
+		return reconcile.Result{}, r.handleInvalid(ctx, export, invalid)
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	if err := r.publish(ctx, record); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			return reconcile.Result{}, err
+		}
+		status := export.Status.DeepCopy()
+		setValid(status, export.Generation, nil)
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse,
+			Reason:             string(mcsv1beta1.ServiceExportReasonPending),
+			Message:            "Publishing to the broker failed, retrying: " + err.Error(),
+			ObservedGeneration: export.Generation,
+		})
+		if statusErr := r.writeStatus(ctx, export, status); statusErr != nil {
+			log.Error(statusErr, "recording a failed publication")
+		}
+		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonBrokerWriteError, "Publish", "Publishing to the broker failed: %v", err)
+		return reconcile.Result{}, err
+	}
+
+	conflict := r.conflictOf(ctx, record)
+	status := export.Status.DeepCopy()
+	setValid(status, export.Generation, nil)
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionTrue,
+		Reason:             string(mcsv1beta1.ServiceExportReasonExported),
+		Message:            "Published to the ClusterSet's broker as cluster " + r.self,
+		ObservedGeneration: export.Generation,
+	})
+	cond := conflict.Condition()
+	cond.ObservedGeneration = export.Generation
+	meta.SetStatusCondition(&status.Conditions, cond)
+	r.announceTransitions(export, status)
+	return reconcile.Result{}, r.writeStatus(ctx, export, status)
+}
+
+// conflictOf merges this export's record with the live peers' records of the same Service.
+// The own record is the one just published, not the cached one, which may lag behind.
+func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) merge.ClusterConflict {
+	records := &v1alpha1.ServiceExportRecordList{}
+	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace),
+		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
+	}
+	specs := []merge.Record{own}
+	for i := range records.Items {
+		spec := records.Items[i].Spec
+		if spec.ClusterID == r.self || !trustworthy(&records.Items[i]) || !r.members.IsLive(spec.ClusterID) {
+			continue
+		}
+		specs = append(specs, spec)
+	}
+	conflict, _ := merge.Merge(specs).ConflictFor(r.self)
+	return conflict
+}
+
+// trustworthy rejects a record whose spec speaks for another cluster or Service than its
+// labels say. The broker's admission policy refuses such writes; this guards brokers that
+// were set up without it.
+func trustworthy(record *v1alpha1.ServiceExportRecord) bool {
+	ns, name, ok := brokerServiceOf(record)
+	return ok && record.Spec.ClusterID == record.Labels[v1alpha1.LabelSourceCluster] &&
+		record.Spec.ServiceNamespace == ns && record.Spec.ServiceName == name
+}
+
+func (r *exportReconciler) handleInvalid(ctx context.Context, export *mcsv1beta1.ServiceExport, invalid *merge.ExportError) error {
+	key := types.NamespacedName{Namespace: export.Namespace, Name: export.Name}
+	withdrawn, err := r.withdraw(ctx, key)
+	if err != nil {
+		return err
+	}
+	if withdrawn {
+		r.recorder.Eventf(export, nil, corev1.EventTypeNormal, ReasonExportWithdrawn, "Withdraw",
+			"Withdrew the export from the broker: %s", invalid.Message)
+	}
+	status := export.Status.DeepCopy()
+	setValid(status, export.Generation, invalid)
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse,
+		Reason:             string(mcsv1beta1.ServiceExportReasonFailed),
+		Message:            "Not exported: " + invalid.Message,
+		ObservedGeneration: export.Generation,
+	})
+	// An invalid export takes no part in the merge, so it cannot be in conflict either.
+	meta.RemoveStatusCondition(&status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict))
+	r.announceTransitions(export, status)
+	return r.writeStatus(ctx, export, status)
+}
+
+func setValid(status *mcsv1beta1.ServiceExportStatus, generation int64, invalid *merge.ExportError) {
+	cond := metav1.Condition{
+		Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionTrue,
+		Reason: string(mcsv1beta1.ServiceExportReasonValid), Message: "The Service can be exported",
+		ObservedGeneration: generation,
+	}
+	if invalid != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, string(invalid.Reason), invalid.Message
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+}
+
+// announceTransitions emits an event for each condition change a user would want to see.
+func (r *exportReconciler) announceTransitions(export *mcsv1beta1.ServiceExport, next *mcsv1beta1.ServiceExportStatus) {
+	prev := export.Status.Conditions
+	changed := func(t mcsv1beta1.ServiceExportConditionType) (*metav1.Condition, bool) {
+		now := meta.FindStatusCondition(next.Conditions, string(t))
+		before := meta.FindStatusCondition(prev, string(t))
+		if now == nil {
+			return nil, false
+		}
+		return now, before == nil || before.Status != now.Status || before.Reason != now.Reason
+	}
+	if c, ok := changed(mcsv1beta1.ServiceExportConditionValid); ok && c.Status == metav1.ConditionFalse {
+		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonExportInvalid, "Validate", "%s: %s", c.Reason, c.Message)
+	}
+	if c, ok := changed(mcsv1beta1.ServiceExportConditionReady); ok && c.Status == metav1.ConditionTrue {
+		r.recorder.Eventf(export, nil, corev1.EventTypeNormal, ReasonExported, "Publish", "Published to the broker as cluster %s", r.self)
+	}
+	if c, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok {
+		if c.Status == metav1.ConditionTrue {
+			r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonExportConflict, "Merge", "%s: %s", c.Reason, c.Message)
+		} else if before := meta.FindStatusCondition(prev, string(mcsv1beta1.ServiceExportConditionConflict)); before != nil && before.Status == metav1.ConditionTrue {
+			r.recorder.Eventf(export, nil, corev1.EventTypeNormal, ReasonConflictResolved, "Merge", "%s", c.Message)
+		}
+	}
+}
+
+func (r *exportReconciler) writeStatus(ctx context.Context, export *mcsv1beta1.ServiceExport, status *mcsv1beta1.ServiceExportStatus) error {
+	if equality.Semantic.DeepEqual(&export.Status, status) {
+		return nil
+	}
+	updated := export.DeepCopy()
+	updated.Status = *status
+	err := r.local.Status().Update(ctx, updated)
+	localWrites.WithLabelValues("serviceexport-status", "update", result(err)).Inc()
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// A newer export (or none) is on its way through the cache; its event requeues us.
+		return nil
+	}
+	return err
+}
+
+// publish writes the Service's slice copies and then its record, so that members who see the
+// record find the endpoints already there.
+func (r *exportReconciler) publish(ctx context.Context, record merge.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, r.writeTimeout)
+	defer cancel()
+	local := &discoveryv1.EndpointSliceList{}
+	if err := r.local.List(ctx, local, client.InNamespace(record.ServiceNamespace),
+		client.MatchingFields{indexLocalSource: record.ServiceName}); err != nil {
+		return err
+	}
+	sources := sliceplan.SourceSlices(record.ServiceName, local.Items)
+	desired := sliceplan.BrokerCopies(r.self, r.brokerNamespace, record.ServiceNamespace, record.ServiceName, sources)
+	existing, err := r.ownCopies(ctx, record.ServiceNamespace, record.ServiceName)
+	if err != nil {
+		return err
+	}
+	if err := r.applyBrokerSlices(ctx, sliceplan.Plan(desired, existing)); err != nil {
+		return err
+	}
+
+	want := &v1alpha1.ServiceExportRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.brokerNamespace,
+			Name:      v1alpha1.RecordName(r.self, record.ServiceNamespace, record.ServiceName),
+			Labels:    v1alpha1.RecordLabels(r.self, record.ServiceNamespace, record.ServiceName),
+		},
+		Spec: record,
+	}
+	have := &v1alpha1.ServiceExportRecord{}
+	err = r.broker.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = r.broker.Create(ctx, want)
+		brokerWrites.WithLabelValues("record", "create", result(err)).Inc()
+		return err
+	case err != nil:
+		return err
+	case equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels):
+		return nil
+	}
+	want.ResourceVersion = have.ResourceVersion
+	err = r.broker.Update(ctx, want)
+	brokerWrites.WithLabelValues("record", "update", result(err)).Inc()
+	return err
+}
+
+func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string) ([]discoveryv1.EndpointSlice, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(v1alpha1.RecordLabels(r.self, namespace, name)))
+	return list.Items, err
+}
+
+func (r *exportReconciler) applyBrokerSlices(ctx context.Context, changes sliceplan.Changes) error {
+	for _, s := range changes.Delete {
+		err := client.IgnoreNotFound(r.broker.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
+		brokerWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range changes.Create {
+		err := r.broker.Create(ctx, s)
+		brokerWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range changes.Update {
+		err := r.broker.Update(ctx, s)
+		brokerWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withdraw deletes this cluster's record and slice copies of a Service from the broker, as far
+// as the broker cache knows them, and reports whether there was anything to delete.
+func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedName) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.writeTimeout)
+	defer cancel()
+	copies, err := r.ownCopies(ctx, key.Namespace, key.Name)
+	if err != nil {
+		return false, err
+	}
+	withdrew := len(copies) > 0
+	if err := r.applyBrokerSlices(ctx, sliceplan.Plan(nil, copies)); err != nil {
+		return withdrew, err
+	}
+	record := &v1alpha1.ServiceExportRecord{}
+	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, key.Namespace, key.Name)}, record)
+	if apierrors.IsNotFound(err) {
+		return withdrew, nil
+	}
+	if err != nil {
+		return withdrew, err
+	}
+	err = client.IgnoreNotFound(r.broker.Delete(ctx, record))
+	brokerWrites.WithLabelValues("record", "delete", result(err)).Inc()
+	if err != nil {
+		return true, fmt.Errorf("deleting the broker record of %s: %w", key, err)
+	}
+	return true, nil
+}

@@ -1,0 +1,72 @@
+package multicluster
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+)
+
+// brokerObjectToService maps a broker record or slice copy to its exported Service; with
+// onlyCluster set, only objects of that source cluster are mapped.
+func brokerObjectToService[T client.Object](onlyCluster string) func(context.Context, T) []reconcile.Request {
+	return func(_ context.Context, obj T) []reconcile.Request {
+		if onlyCluster != "" && obj.GetLabels()[v1alpha1.LabelSourceCluster] != onlyCluster {
+			return nil
+		}
+		ns, name, ok := brokerServiceOf(obj)
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	}
+}
+
+// sourceSliceToService maps a local slice of a Service to that Service's export.
+func sourceSliceToService(_ context.Context, obj client.Object) []reconcile.Request {
+	names := localSourceService(obj)
+	if len(names) == 0 {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: names[0]}}}
+}
+
+// sliceToImport maps an imported slice to its ServiceImport, and a local slice of a Service
+// this cluster exports to that Service's import (its own endpoints are part of it).
+func (r *importReconciler) sliceToImport(ctx context.Context, obj client.Object) []reconcile.Request {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil
+	}
+	if sliceplan.IsOurs(slice) {
+		if name := slice.Labels[mcsv1beta1.LabelServiceName]; name != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: slice.Namespace, Name: name}}}
+		}
+		return nil
+	}
+	name := slice.Labels[discoveryv1.LabelServiceName]
+	if name == "" || !r.ownRecordExists(ctx, slice.Namespace, name) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: slice.Namespace, Name: name}}}
+}
+
+// namespaceToImports maps a namespace to every exported Service in it, so that a namespace
+// created after the export still gets its imports.
+func (r *importReconciler) namespaceToImports(ctx context.Context, obj client.Object) []reconcile.Request {
+	if _, ok := obj.(*corev1.Namespace); !ok {
+		return nil
+	}
+	records := &v1alpha1.ServiceExportRecordList{}
+	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace), client.MatchingFields{indexBrokerNamespace: obj.GetName()}); err != nil {
+		return nil
+	}
+	return requestsForBrokerObjects(records.Items)
+}

@@ -1,0 +1,151 @@
+package multicluster
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+)
+
+// ensureDerived keeps the derived ClusterIP Service of a ClusterSetIP import (and removes it
+// from a Headless one). Problems the API reports about the Service itself are recorded in
+// readiness rather than retried: only a change of the import can fix them.
+func (r *importReconciler) ensureDerived(ctx context.Context, si *mcsv1beta1.ServiceImport, spec mcsv1beta1.ServiceImportSpec, existing *corev1.Service, readiness *importplan.Readiness) (*corev1.Service, error) {
+	owner := ownerOf(si)
+	if existing != nil && (spec.Type != mcsv1beta1.ClusterSetIP || importplan.NeedsRecreate(existing, spec.IPFamilies)) {
+		err := client.IgnoreNotFound(r.local.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}))
+		localWrites.WithLabelValues("service", "delete", result(err)).Inc()
+		if err != nil {
+			return nil, err
+		}
+		if spec.Type != mcsv1beta1.ClusterSetIP {
+			return nil, nil
+		}
+		r.recorder.Eventf(si, existing, corev1.EventTypeNormal, ReasonDerivedRecreated, "Derive",
+			"The import's IP families changed to %v: recreating the derived Service, which changes the ClusterSetIP", spec.IPFamilies)
+		existing = nil
+	}
+	if spec.Type != mcsv1beta1.ClusterSetIP {
+		return nil, nil
+	}
+	if existing != nil {
+		if !importplan.UpdateDerived(existing, si.Name, spec, owner) {
+			return existing, nil
+		}
+		err := r.local.Update(ctx, existing)
+		localWrites.WithLabelValues("service", "update", result(err)).Inc()
+		if apierrors.IsInvalid(err) {
+			readiness.ServiceProblem = err.Error()
+			r.recorder.Eventf(si, existing, corev1.EventTypeWarning, ReasonDerivedServiceInvalid, "Derive", "Updating the derived Service failed: %v", err)
+			return existing, nil
+		}
+		return existing, err
+	}
+	var familyErrors []string
+	for _, attempt := range importplan.FamilyAttempts(spec.IPFamilies) {
+		svc := importplan.DerivedService(si.Namespace, si.Name, spec, owner, attempt)
+		err := r.local.Create(ctx, svc)
+		localWrites.WithLabelValues("service", "create", result(err)).Inc()
+		switch {
+		case err == nil:
+			return svc, nil
+		case apierrors.IsInvalid(err) && importplan.IsFamilyRejection(err.Error()):
+			familyErrors = append(familyErrors, err.Error())
+			continue
+		case apierrors.IsInvalid(err):
+			readiness.ServiceProblem = err.Error()
+			r.recorder.Eventf(si, nil, corev1.EventTypeWarning, ReasonDerivedServiceInvalid, "Derive", "Creating the derived Service failed: %v", err)
+			return nil, nil
+		default:
+			return nil, err
+		}
+	}
+	readiness.FamilyProblem = familyErrors[len(familyErrors)-1]
+	r.recorder.Eventf(si, nil, corev1.EventTypeWarning, ReasonIPFamilyNotSupported, "Derive",
+		"This cluster serves none of the import's IP families %v", spec.IPFamilies)
+	return nil, nil
+}
+
+// syncSlices writes one imported slice per source slice of the live exporting clusters: the
+// broker copies of peers and this cluster's own local slices, read directly so that local
+// endpoints do not wait for a round trip through the broker. It reports whether any imported
+// slice exists afterwards.
+func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, importType mcsv1beta1.ServiceImportType, live []string) (bool, error) {
+	var sources []sliceplan.Source
+	peers := make([]string, 0, len(live))
+	for _, c := range live {
+		if c == r.self {
+			local := &discoveryv1.EndpointSliceList{}
+			if err := r.local.List(ctx, local, client.InNamespace(si.Namespace), client.MatchingFields{indexLocalSource: si.Name}); err != nil {
+				return false, err
+			}
+			sources = append(sources, sliceplan.LocalSources(r.self, sliceplan.SourceSlices(si.Name, local.Items))...)
+			continue
+		}
+		peers = append(peers, c)
+	}
+	if len(peers) > 0 {
+		copies := &discoveryv1.EndpointSliceList{}
+		if err := r.broker.List(ctx, copies, client.InNamespace(r.brokerNamespace),
+			client.MatchingFields{indexBrokerService: serviceKey(si.Namespace, si.Name)}); err != nil {
+			return false, err
+		}
+		sources = append(sources, sliceplan.SourcesFromBroker(copies.Items, peers)...)
+	}
+	owner := ownerOf(si)
+	target := sliceplan.Target{Namespace: si.Namespace, Service: si.Name, Owner: &owner}
+	if importType == mcsv1beta1.ClusterSetIP {
+		target.DerivedService = importplan.DerivedServiceName(si.Namespace, si.Name)
+	}
+	desired := sliceplan.Imported(target, sources)
+	existing := &discoveryv1.EndpointSliceList{}
+	if err := r.local.List(ctx, existing, client.InNamespace(si.Namespace), client.MatchingFields{indexLocalImported: si.Name}); err != nil {
+		return false, err
+	}
+	if err := r.applyLocalSlices(ctx, sliceplan.Plan(desired, existing.Items)); err != nil {
+		return false, err
+	}
+	return len(desired) > 0, nil
+}
+
+func (r *importReconciler) applyLocalSlices(ctx context.Context, changes sliceplan.Changes) error {
+	for _, s := range changes.Delete {
+		err := client.IgnoreNotFound(r.local.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
+		importedEndpointSlices.WithLabelValues("delete").Inc()
+		localWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range changes.Create {
+		err := r.local.Create(ctx, s)
+		importedEndpointSlices.WithLabelValues("create").Inc()
+		localWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	for _, s := range changes.Update {
+		err := r.local.Update(ctx, s)
+		importedEndpointSlices.WithLabelValues("update").Inc()
+		localWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
+func (r *importReconciler) ownRecordExists(ctx context.Context, namespace, name string) bool {
+	record := &v1alpha1.ServiceExportRecord{}
+	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, namespace, name)}, record)
+	return err == nil
+}

@@ -1,0 +1,148 @@
+package multicluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
+)
+
+// leaseRenewer keeps this member's Lease in the broker fresh, and on shutdown optionally leaves
+// the ClusterSet. It only runs in the elected manager replica.
+type leaseRenewer struct {
+	reader          client.Reader // uncached: the renewal must not act on a stale view
+	writer          client.Client
+	namespace, self string
+	duration        time.Duration
+	interval        time.Duration
+	writeTimeout    time.Duration
+	leaveOnShutdown bool
+	leaving         *atomic.Bool
+	log             logr.Logger
+}
+
+// NeedLeaderElection keeps a standby replica from renewing (and leaving) for the active one.
+func (r *leaseRenewer) NeedLeaderElection() bool { return true }
+
+// Start renews the Lease every interval until ctx ends.
+func (r *leaseRenewer) Start(ctx context.Context) error {
+	ticker := time.NewTicker(r.interval)
+	defer ticker.Stop()
+	failing := false
+	for {
+		err := r.renew(ctx)
+		leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			r.log.Error(err, "renewing the member Lease failed; peers will withdraw this cluster's endpoints if it lapses", "lease", liveness.LeaseName(r.self))
+			failing = true
+		case err == nil && failing:
+			r.log.Info("renewing the member Lease works again", "lease", liveness.LeaseName(r.self))
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			if r.leaveOnShutdown {
+				r.leaving.Store(true)
+				leaveCtx, cancel := context.WithTimeout(context.Background(), DefaultLeaveTimeout)
+				defer cancel()
+				if err := Leave(leaveCtx, r.writer, r.namespace, r.self); err != nil {
+					r.log.Error(err, "leaving the ClusterSet failed; peers will drop this cluster when its Lease lapses")
+					return nil
+				}
+				r.log.Info("left the ClusterSet: records, slice copies and Lease deleted")
+			}
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+func (r *leaseRenewer) renew(ctx context.Context) error {
+	if r.leaving.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.writeTimeout)
+	defer cancel()
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{}
+	err := r.reader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: liveness.LeaseName(r.self)}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: r.namespace,
+				Name:      liveness.LeaseName(r.self),
+				Labels:    map[string]string{v1alpha1.LabelSourceCluster: r.self},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(r.self),
+				LeaseDurationSeconds: ptr.To(int32(r.duration / time.Second)),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}
+		err = r.writer.Create(ctx, lease)
+		brokerWrites.WithLabelValues("lease", "create", result(err)).Inc()
+		return err
+	case err != nil:
+		return err
+	}
+	if lease.Labels == nil {
+		lease.Labels = map[string]string{}
+	}
+	lease.Labels[v1alpha1.LabelSourceCluster] = r.self
+	lease.Spec.HolderIdentity = ptr.To(r.self)
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(r.duration / time.Second))
+	lease.Spec.RenewTime = &now
+	err = r.writer.Update(ctx, lease)
+	brokerWrites.WithLabelValues("lease", "update", result(err)).Inc()
+	return err
+}
+
+// Leave removes everything cluster published to the broker namespace: its records, its
+// EndpointSlice copies and its Lease. Peers then drop its endpoints at once. Use it when a
+// member leaves the ClusterSet for good (`fleetslice down`, decommissioning); a member that
+// merely restarts should not leave, or its endpoints blink out everywhere.
+func Leave(ctx context.Context, brokerClient client.Client, namespace, cluster string) error {
+	if cluster == "" {
+		return errors.New("no cluster id given")
+	}
+	selector := client.MatchingLabels{v1alpha1.LabelSourceCluster: cluster}
+	var errs []error
+	records := &v1alpha1.ServiceExportRecordList{}
+	if err := brokerClient.List(ctx, records, client.InNamespace(namespace), selector); err != nil {
+		errs = append(errs, fmt.Errorf("listing records: %w", err))
+	}
+	for i := range records.Items {
+		err := client.IgnoreNotFound(brokerClient.Delete(ctx, &records.Items[i]))
+		brokerWrites.WithLabelValues("record", "delete", result(err)).Inc()
+		errs = append(errs, err)
+	}
+	copies := &discoveryv1.EndpointSliceList{}
+	if err := brokerClient.List(ctx, copies, client.InNamespace(namespace), selector); err != nil {
+		errs = append(errs, fmt.Errorf("listing slice copies: %w", err))
+	}
+	for i := range copies.Items {
+		err := client.IgnoreNotFound(brokerClient.Delete(ctx, &copies.Items[i]))
+		brokerWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
+		errs = append(errs, err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: liveness.LeaseName(cluster)}}
+	err := client.IgnoreNotFound(brokerClient.Delete(ctx, lease))
+	brokerWrites.WithLabelValues("lease", "delete", result(err)).Inc()
+	errs = append(errs, err)
+	return errors.Join(errs...)
+}

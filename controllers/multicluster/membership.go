@@ -1,0 +1,158 @@
+package multicluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
+)
+
+// membershipKey is the only request of the membership controller: every Lease event judges
+// all members again, which is cheap (one Lease per member) and keeps the verdict consistent.
+var membershipKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "members"}}
+
+// membership holds this member's current verdict on its peers and tells the export and import
+// controllers when a peer is lost or comes back.
+type membership struct {
+	self            string
+	namespace       string
+	defaultDuration time.Duration
+	reader          client.Reader // the broker cache
+
+	mu          sync.RWMutex
+	verdict     liveness.Verdict
+	subscribers []chan event.GenericEvent
+}
+
+func newMembership(self, namespace string, defaultDuration time.Duration, reader client.Reader) *membership {
+	return &membership{
+		self:            self,
+		namespace:       namespace,
+		defaultDuration: defaultDuration,
+		reader:          reader,
+		verdict:         liveness.Judge(self, nil, liveness.Verdict{}),
+	}
+}
+
+// IsLive says whether cluster's exports count in this member's imports and conflicts.
+func (m *membership) IsLive(cluster string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.verdict.IsLive(cluster)
+}
+
+// subscribe returns a channel on which the clusters whose liveness flipped are announced, as
+// GenericEvents carrying a Lease stub labelled with the cluster (unlabelled: every cluster).
+func (m *membership) subscribe() chan event.GenericEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch := make(chan event.GenericEvent, 256)
+	m.subscribers = append(m.subscribers, ch)
+	return ch
+}
+
+// Reconcile judges every member Lease in the broker cache.
+func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	list := &coordinationv1.LeaseList{}
+	if err := m.reader.List(ctx, list, client.InNamespace(m.namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	leases := make([]liveness.Lease, 0, len(list.Items))
+	for i := range list.Items {
+		if l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration); ok {
+			leases = append(leases, l)
+		}
+	}
+	m.mu.Lock()
+	next := liveness.Judge(m.self, leases, m.verdict)
+	change := liveness.Diff(m.verdict, next)
+	m.verdict = next
+	subscribers := m.subscribers
+	m.mu.Unlock()
+
+	for cluster, live := range next.Live {
+		clusterLive.WithLabelValues(m.self, cluster).Set(boolGauge(live))
+	}
+	if change.Empty() {
+		return reconcile.Result{}, nil
+	}
+	for _, cluster := range change.Clusters {
+		state := "lost"
+		if next.IsLive(cluster) {
+			state = "live"
+		}
+		clusterTransitions.WithLabelValues(m.self, cluster, state).Inc()
+		log.Info("peer liveness changed", "cluster", cluster, "state", state,
+			"leaseExpiry", next.Expiries[cluster], "reference", next.Reference)
+	}
+	announcements := make([]event.GenericEvent, 0, len(change.Clusters)+1)
+	if change.Everyone {
+		announcements = append(announcements, event.GenericEvent{Object: &coordinationv1.Lease{}})
+	}
+	for _, cluster := range change.Clusters {
+		announcements = append(announcements, event.GenericEvent{Object: &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1alpha1.LabelSourceCluster: cluster}},
+		}})
+	}
+	for _, ch := range subscribers {
+		for _, a := range announcements {
+			select {
+			case ch <- a:
+			case <-ctx.Done():
+				return reconcile.Result{}, ctx.Err()
+			}
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// servicesOfAnnouncedCluster maps an announcement to every exported Service the cluster has
+// records for (all exported Services when the announcement names no cluster).
+func servicesOfAnnouncedCluster(reader client.Reader, namespace string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		opts := []client.ListOption{client.InNamespace(namespace)}
+		if cluster := obj.GetLabels()[v1alpha1.LabelSourceCluster]; cluster != "" {
+			opts = append(opts, client.MatchingFields{indexBrokerCluster: cluster})
+		}
+		records := &v1alpha1.ServiceExportRecordList{}
+		if err := reader.List(ctx, records, opts...); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "listing broker records for a membership change")
+			return nil
+		}
+		return requestsForBrokerObjects(records.Items)
+	})
+}
+
+func requestsForBrokerObjects(records []v1alpha1.ServiceExportRecord) []reconcile.Request {
+	seen := map[types.NamespacedName]bool{}
+	out := make([]reconcile.Request, 0, len(records))
+	for i := range records {
+		ns, name, ok := brokerServiceOf(&records[i])
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		if !ok || seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, reconcile.Request{NamespacedName: key})
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+)
+
+// Setup adds the multi-cluster controllers of this member to mgr: a cache of the broker
+// namespace, the Lease renewer, and the membership, export and import controllers. The
+// manager's scheme must know the core, discovery and mcs-api v1beta1 types. The cluster id is
+// resolved from the ClusterProperty (falling back to opts.ClusterID) before anything starts.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
+	if err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("multicluster").WithValues("member", self)
+
+	brokerScheme, err := broker.Scheme()
+	if err != nil {
+		return err
+	}
+	brokerCluster, err := cluster.New(opts.BrokerConfig, func(o *cluster.Options) {
+		o.Scheme = brokerScheme
+		o.Logger = log.WithName("broker")
+		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.BrokerNamespace: {}}
+	})
+	if err != nil {
+		return fmt.Errorf("broker cluster: %w", err)
+	}
+	if err := mgr.Add(brokerCluster); err != nil {
+		return err
+	}
+	if err := addIndexes(ctx, mgr.GetFieldIndexer(), brokerCluster.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("field indexes: %w", err)
+	}
+	// Leaving must work while the manager's caches shut down, so it reads the broker directly.
+	direct, err := client.New(opts.BrokerConfig, client.Options{Scheme: brokerScheme})
+	if err != nil {
+		return fmt.Errorf("broker client: %w", err)
+	}
+
+	leaving := &atomic.Bool{}
+	members := newMembership(self, opts.BrokerNamespace, opts.LeaseDuration, brokerCluster.GetClient())
+	recorder := mgr.GetEventRecorder("fleetslice-multicluster")
+
+	if err := mgr.Add(&leaseRenewer{
+		reader: direct, writer: direct,
+		namespace: opts.BrokerNamespace, self: self,
+		duration: opts.LeaseDuration, interval: opts.RenewInterval, writeTimeout: opts.BrokerWriteTimeout,
+		leaveOnShutdown: opts.LeaveOnShutdown, leaving: leaving,
+		log: log.WithName("lease"),
+	}); err != nil {
+		return err
+	}
+
+	controllerOpts := controller.Options{
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, opts.MaxRetryDelay),
+	}
+	brokerCache := brokerCluster.GetCache()
+
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("multicluster-membership").
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *coordinationv1.Lease) []reconcile.Request {
+				return []reconcile.Request{membershipKey}
+			}))).
+		Complete(members)
+	if err != nil {
+		return fmt.Errorf("membership controller: %w", err)
+	}
+
+	exports := &exportReconciler{
+		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
+		self: self, members: members, recorder: recorder, leaving: leaving, writeTimeout: opts.BrokerWriteTimeout,
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("multicluster-export").
+		WithOptions(controllerOpts).
+		For(&mcsv1beta1.ServiceExport{}).
+		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(sourceSliceToService)).
+		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
+			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
+		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
+			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](self)))).
+		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
+		Complete(exports)
+	if err != nil {
+		return fmt.Errorf("export controller: %w", err)
+	}
+
+	imports := &importReconciler{
+		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
+		self: self, members: members, recorder: recorder,
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("multicluster-import").
+		WithOptions(controllerOpts).
+		For(&mcsv1beta1.ServiceImport{}).
+		Owns(&corev1.Service{}).
+		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(imports.sliceToImport)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
+		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
+			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
+		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
+			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
+		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
+		Complete(imports)
+	if err != nil {
+		return fmt.Errorf("import controller: %w", err)
+	}
+	log.Info("multi-cluster controllers set up", "brokerNamespace", opts.BrokerNamespace,
+		"leaseDuration", opts.LeaseDuration, "renewInterval", opts.RenewInterval, "leaveOnShutdown", opts.LeaveOnShutdown)
+	return nil
+}
