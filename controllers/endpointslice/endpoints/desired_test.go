@@ -251,6 +251,11 @@ func TestDesiredEndpointFields(t *testing.T) {
 		svc:  service(),
 		pod:  func() *corev1.Pod { p := pod("a", "10.0.0.1"); p.Status.PodIPs = nil; return p }(),
 	}, {
+		name:    "Pod with podIP only on an unknown Node is still reported, as upstream",
+		svc:     service(),
+		pod:     func() *corev1.Pod { p := onNode(pod("a", "10.0.0.1"), "node-x"); p.Status.PodIPs = nil; return p }(),
+		unknown: true,
+	}, {
 		name: "pending Pod with an IP is an endpoint",
 		svc:  service(),
 		pod:  func() *corev1.Pod { p := notReady(pod("a", "10.0.0.1")); p.Status.Phase = corev1.PodPending; return p }(),

@@ -53,12 +53,12 @@ func (p *planner) compact() {
 			untouched = append(untouched, s)
 		}
 	}
-	bound := ceilDiv(n, p.max) + p.in.Slack
-	live := len(free) + len(untouched)
-	if live <= bound {
+	// Compared this way round so that a huge Slack cannot overflow.
+	excess := len(free) + len(untouched) - ceilDiv(n, p.max)
+	if excess <= p.in.Slack {
 		return
 	}
-	r := live - bound
+	r := excess - p.in.Slack
 
 	// Free slots go in the order they are best removed in: fewest endpoints
 	// that would move first; among those, slices to create before existing

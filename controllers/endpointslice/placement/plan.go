@@ -64,7 +64,7 @@ type Result struct {
 }
 
 // Writes returns the number of API writes the result asks for.
-func (r *Result) Writes() int { return len(r.Create) + len(r.Update) + len(r.Delete) }
+func (r Result) Writes() int { return len(r.Create) + len(r.Update) + len(r.Delete) }
 
 // Stats counts endpoints by what happened to them.
 type Stats struct {
@@ -96,6 +96,9 @@ type Ignored struct {
 // in.Desired; see the package documentation for the algorithm. It never
 // modifies its input, and its output never aliases the input except for the
 // slices listed in Delete. The same input always gives the same output.
+//
+// With no desired endpoints Plan deletes every slice of the set; keeping one
+// placeholder slice per address type is the caller's decision.
 func Plan(in Input) Result {
 	if in.MaxPerSlice < 1 || in.MaxPerSlice > MaxEndpointsPerSliceLimit {
 		return Result{Err: fmt.Errorf("max endpoints per slice must be 1..%d, got %d", MaxEndpointsPerSliceLimit, in.MaxPerSlice)}

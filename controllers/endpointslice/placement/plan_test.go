@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -227,6 +228,13 @@ func TestPlanPortOrderDoesNotMatter(t *testing.T) {
 	in.Ports = two
 	if r := Plan(in); r.Writes() != 0 || len(r.Ignored) != 0 {
 		t.Errorf("reordered ports: %d writes, ignored %v", r.Writes(), r.Ignored)
+	}
+}
+
+func TestPlanHugeSlackNeverCompacts(t *testing.T) {
+	in := input(10, math.MaxInt, eps(0, 3), slice("a", ep(0)), slice("b", ep(1)), slice("c", ep(2)))
+	if r := Plan(in); r.Writes() != 0 || r.Err != nil {
+		t.Errorf("%d writes, err %v", r.Writes(), r.Err)
 	}
 }
 
