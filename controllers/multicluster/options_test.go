@@ -1,0 +1,61 @@
+package multicluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+)
+
+func TestOptionsDefaultsAndValidation(t *testing.T) {
+	got := Options{BrokerConfig: &rest.Config{}}.withDefaults()
+	if got.LeaseDuration != DefaultLeaseDuration || got.RenewInterval != DefaultLeaseDuration/3 ||
+		got.BrokerNamespace == "" || got.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles {
+		t.Fatalf("defaults %+v", got)
+	}
+	if err := got.validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no broker", Options{}, "no broker config"},
+		{"sub-second lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 500 * time.Millisecond}, "resolution"},
+		{"renewing slower than the lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 3 * time.Second, RenewInterval: 3 * time.Second}, "renew interval"},
+		{"no workers", Options{BrokerConfig: &rest.Config{}, MaxConcurrentReconciles: -1}, "concurrent"},
+	}
+	for _, tc := range tests {
+		err := tc.opts.withDefaults().validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestTrustworthy(t *testing.T) {
+	record := func(label, specCluster, ns, name string) *v1alpha1.ServiceExportRecord {
+		return &v1alpha1.ServiceExportRecord{
+			ObjectMeta: metav1.ObjectMeta{Labels: v1alpha1.RecordLabels(label, "shop", "web")},
+			Spec:       v1alpha1.ServiceExportRecordSpec{ClusterID: specCluster, ServiceNamespace: ns, ServiceName: name},
+		}
+	}
+	if !trustworthy(record("a", "a", "shop", "web")) {
+		t.Fatal("a consistent record is trusted")
+	}
+	for _, r := range []*v1alpha1.ServiceExportRecord{
+		record("a", "b", "shop", "web"),
+		record("a", "a", "other", "web"),
+		record("a", "a", "shop", "api"),
+		{Spec: v1alpha1.ServiceExportRecordSpec{ClusterID: "a"}},
+	} {
+		if trustworthy(r) {
+			t.Fatalf("record %+v speaks for something its labels do not say", r)
+		}
+	}
+}
