@@ -105,11 +105,11 @@ func TestDesiredPorts(t *testing.T) {
 	metrics := corev1.ServicePort{Name: "metrics", Port: 9100, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(9100),
 		AppProtocol: ptr.To("kubernetes.io/h2c")}
 	udpNamed := corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromString("http")}
-	sidecar := func(p *corev1.Pod, always bool) *corev1.Pod {
+	sidecar := func(p *corev1.Pod, policy corev1.ContainerRestartPolicy) *corev1.Pod {
 		p.Spec.Containers[0].Ports = nil
 		c := corev1.Container{Name: "proxy", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 15001, Protocol: corev1.ProtocolTCP}}}
-		if always {
-			c.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+		if policy != "" {
+			c.RestartPolicy = ptr.To(policy)
 		}
 		p.Spec.InitContainers = []corev1.Container{c}
 		return p
@@ -142,12 +142,15 @@ func TestDesiredPorts(t *testing.T) {
 		pods: []*corev1.Pod{pod("a", "10.0.0.1")},
 		want: map[string][]string{KeyOf(v4, nil): {"10.0.0.1"}},
 	}, {
-		name: "sidecar containers resolve named ports, plain init containers do not",
+		name: "sidecar containers resolve named ports, other init containers do not",
 		svc:  service(servicePorts(named)),
-		pods: []*corev1.Pod{sidecar(pod("a", "10.0.0.1"), true), sidecar(pod("b", "10.0.0.2"), false)},
+		pods: []*corev1.Pod{
+			sidecar(pod("a", "10.0.0.1"), corev1.ContainerRestartPolicyAlways), sidecar(pod("b", "10.0.0.2"), ""),
+			sidecar(pod("c", "10.0.0.3"), corev1.ContainerRestartPolicyOnFailure),
+		},
 		want: map[string][]string{
 			KeyOf(v4, []discoveryv1.EndpointPort{port("http", 15001)}): {"10.0.0.1"},
-			KeyOf(v4, nil): {"10.0.0.2"},
+			KeyOf(v4, nil): {"10.0.0.2", "10.0.0.3"},
 		},
 	}, {
 		name: "headless Service without ports",

@@ -133,7 +133,7 @@ func resolvePort(pod *corev1.Pod, sp *corev1.ServicePort) int64 {
 	// Sidecars (init containers that keep running) serve traffic too.
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy == nil {
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 			continue
 		}
 		for _, cp := range c.Ports {

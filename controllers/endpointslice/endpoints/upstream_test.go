@@ -202,8 +202,9 @@ func randomWorld(rng *rand.Rand) (*corev1.Service, []*corev1.Pod) {
 		}
 		if pick(3) == 0 {
 			sidecar := corev1.Container{Name: "proxy", Ports: []corev1.ContainerPort{{Name: portNames[pick(3)], ContainerPort: 15001, Protocol: corev1.ProtocolTCP}}}
-			if pick(2) == 0 {
-				sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+			if policy := []corev1.ContainerRestartPolicy{"", corev1.ContainerRestartPolicyAlways,
+				corev1.ContainerRestartPolicyOnFailure}[pick(3)]; policy != "" {
+				sidecar.RestartPolicy = ptr.To(policy)
 			}
 			p.Spec.InitContainers = []corev1.Container{sidecar}
 		}
