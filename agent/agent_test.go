@@ -1,0 +1,242 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/knftables"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/agent"
+	"github.com/fleetslice/fleetslice/agent/dataplane"
+)
+
+var _ = Describe("the node agent in dry-run mode", func() {
+	var (
+		ctx    = context.Background()
+		ns     string
+		node   string
+		dr     *dataplane.DryRun
+		output string
+		a      *runningAgent
+	)
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+
+	BeforeEach(func() {
+		ns = newNamespace()
+		node = newNode("zone-a")
+		dr = dryRun()
+		output = filepath.Join(GinkgoT().TempDir(), "ruleset.nft")
+		write := agent.RulesetWriter(output, ctrl.Log, dr)
+		a = startAgent(node, []agent.Dataplane{dr}, func(o *agent.Options) {
+			record := o.OnSync
+			o.OnSync = func(r agent.Report) { record(r); write(r) }
+		})
+		Eventually(a.Ready).Should(Succeed())
+	})
+
+	It("honours zone hints for its zone, ignores them when a ready endpoint lacks one, and follows the Node's zone", func() {
+		svc := createService(ns, "web", nil)
+		slice := createSlice(ns, "web-1", "web", nil,
+			endpoint("10.1.0.1", node, "", "zone-a"),
+			endpoint("10.1.0.2", "other", "", "zone-b"),
+			endpoint("10.1.0.3", "other", "", "zone-a"))
+		Eventually(a.endpointsOf).WithArguments(key("web"), "http").
+			Should(Equal([]string{"10.1.0.1:8080*", "10.1.0.3:8080"}))
+		By("writing what it programs to the dry-run output")
+		Eventually(func() (string, error) {
+			b, err := os.ReadFile(output)
+			return string(b), err
+		}).Should(And(ContainSubstring(ip(svc)+" . tcp . 80"), ContainSubstring("10.1.0.3 . 8080"), Not(ContainSubstring("10.1.0.2"))))
+		Expect(dr.Ruleset()).To(ContainSubstring("10.1.0.1 . 8080"))
+
+		By("ignoring every hint once one ready endpoint has none")
+		updateSlice(slice, func(s *discoveryv1.EndpointSlice) {
+			s.Endpoints = append(s.Endpoints, endpoint("10.1.0.4", "other", ""))
+		})
+		Eventually(a.endpointsOf).WithArguments(key("web"), "http").
+			Should(Equal([]string{"10.1.0.1:8080*", "10.1.0.2:8080", "10.1.0.3:8080", "10.1.0.4:8080"}))
+
+		By("choosing the new zone's endpoints when the Node moves to zone-b")
+		updateSlice(slice, func(s *discoveryv1.EndpointSlice) { s.Endpoints = s.Endpoints[:3] })
+		n := &corev1.Node{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: node}, n)).To(Succeed())
+		n.Labels[agent.ZoneLabel] = "zone-b"
+		Expect(k8s.Update(ctx, n)).To(Succeed())
+		Eventually(a.endpointsOf).WithArguments(key("web"), "http").Should(Equal([]string{"10.1.0.2:8080"}))
+	})
+
+	It("keeps internalTrafficPolicy Local traffic on this node", func() {
+		createService(ns, "local", func(s *corev1.Service) {
+			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+		})
+		createSlice(ns, "local-1", "local", nil,
+			endpoint("10.2.0.1", node, ""), endpoint("10.2.0.2", "other", ""), endpoint("10.2.0.3", node, "s"))
+		Eventually(a.endpointsOf).WithArguments(key("local"), "http").Should(Equal([]string{"10.2.0.1:8080*"}))
+	})
+
+	It("falls back to serving terminating endpoints when none is ready", func() {
+		createService(ns, "draining", nil)
+		createSlice(ns, "draining-1", "draining", nil,
+			endpoint("10.3.0.1", "other", "st"), endpoint("10.3.0.2", "other", "t"), endpoint("10.3.0.3", node, "st"))
+		Eventually(a.endpointsOf).WithArguments(key("draining"), "http").
+			Should(Equal([]string{"10.3.0.1:8080", "10.3.0.3:8080*"}))
+	})
+
+	It("rejects connections to a Service without endpoints and forgets a removed Service", func() {
+		svc := createService(ns, "empty", nil)
+		reject := "add element ip fleetslice no-endpoint-services { " + ip(svc) + " . tcp . 80 : goto reject-service }"
+		Eventually(dr.Ruleset).Should(ContainSubstring(reject))
+		Expect(a.endpointsOf(key("empty"), "http")).To(BeEmpty())
+
+		Expect(k8s.Delete(ctx, svc)).To(Succeed())
+		Eventually(dr.Ruleset).ShouldNot(ContainSubstring(ip(svc)))
+		Eventually(func() bool { _, ok := a.service(key("empty")); return ok }).Should(BeFalse())
+	})
+
+	It("programs a ServiceImport's IPs on the derived Service and its imported endpoints", func() {
+		imp := &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Type:  mcsv1beta1.ClusterSetIP,
+				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+				IPs:   []string{"10.0.250.1"},
+			},
+		}
+		Expect(k8s.Create(ctx, imp)).To(Succeed())
+		derived := createService(ns, "derived-db", func(s *corev1.Service) {
+			s.Labels = map[string]string{mcsv1beta1.LabelServiceName: "db"}
+			s.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName,
+				Name: imp.Name, UID: imp.UID, Controller: ptr.To(true),
+			}}
+		})
+		createSlice(ns, "db-remote", "derived-db", map[string]string{
+			mcsv1beta1.LabelServiceName: "db", mcsv1beta1.LabelSourceCluster: "member-b",
+		}, endpoint("10.4.0.1", "", ""), endpoint("10.4.0.2", "", ""))
+
+		clusterIPs := func() []string {
+			s, ok := a.service(key("derived-db"))
+			if !ok {
+				return nil
+			}
+			out := []string{}
+			for _, ip := range s.ClusterIPs {
+				out = append(out, ip.String())
+			}
+			return out
+		}
+		Eventually(clusterIPs).Should(Equal([]string{ip(derived), "10.0.250.1"}))
+		Eventually(a.endpointsOf).WithArguments(key("derived-db"), "http").Should(Equal([]string{"10.4.0.1:8080", "10.4.0.2:8080"}))
+		Expect(dr.Ruleset()).To(And(ContainSubstring("10.0.250.1 . tcp . 80"), ContainSubstring(ip(derived)+" . tcp . 80")))
+
+		By("following the ServiceImport when its IPs change")
+		imp.Spec.IPs = []string{ip(derived)}
+		Expect(k8s.Update(ctx, imp)).To(Succeed())
+		Eventually(clusterIPs).Should(Equal([]string{ip(derived)}))
+		Eventually(dr.Ruleset).ShouldNot(ContainSubstring("10.0.250.1"))
+	})
+
+	It("rewrites only the Service that changed on an incremental sync", func() {
+		var slices []*discoveryv1.EndpointSlice
+		for i, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
+			createService(ns, name, nil)
+			slices = append(slices, createSlice(ns, name+"-1", name, nil, endpoint("10.5.0."+string(rune('1'+i)), "other", "")))
+		}
+		for _, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
+			Eventually(a.endpointsOf).WithArguments(key(name), "http").Should(HaveLen(1))
+		}
+		before := a.count()
+		updateSlice(slices[2], func(s *discoveryv1.EndpointSlice) {
+			s.Endpoints = append(s.Endpoints, endpoint("10.5.0.9", node, ""))
+		})
+		Eventually(a.endpointsOf).WithArguments(key("s3"), "http").Should(Equal([]string{"10.5.0.3:8080", "10.5.0.9:8080*"}))
+		var applied *agent.Report
+		for _, r := range a.since(before) {
+			if s, ok := find(r, key("s3")); ok && len(portEndpoints(s, "http")) == 2 && r.Err == nil {
+				applied = &r
+				break
+			}
+		}
+		Expect(applied).NotTo(BeNil())
+		Expect(applied.Full).To(BeFalse())
+		Expect(applied.Converted).To(Equal(1), "only the changed Service is converted again")
+		Expect(applied.Stats[0].Full).To(BeFalse())
+		Expect(applied.Stats[0].Changed).To(Equal(1), "only the changed Service is rewritten")
+		Expect(applied.Stats[0].Services).To(BeNumerically(">=", 5))
+	})
+
+	It("measures network programming latency from the slices' trigger time and counts syncs", func() {
+		for _, name := range []string{
+			"fleetslice_agent_sync_proxy_rules_duration_seconds", "fleetslice_agent_sync_full_proxy_rules_duration_seconds",
+			"fleetslice_agent_sync_partial_proxy_rules_duration_seconds", "fleetslice_agent_sync_proxy_rules_last_timestamp_seconds",
+		} {
+			Expect(metricValue(name, nil)).To(BeNumerically(">", 0), name)
+		}
+		programmed := metricValue("fleetslice_agent_network_programming_duration_seconds", nil)
+		partial := metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"mode": "partial", "result": "success"})
+
+		createService(ns, "timed", nil)
+		s := createSlice(ns, "timed-1", "timed", nil, endpoint("10.6.0.1", "other", ""))
+		updateSlice(s, func(s *discoveryv1.EndpointSlice) {
+			s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
+			s.Endpoints = append(s.Endpoints, endpoint("10.6.0.2", "other", ""))
+		})
+		Eventually(a.endpointsOf).WithArguments(key("timed"), "http").Should(HaveLen(2))
+		Eventually(metricValue).WithArguments("fleetslice_agent_network_programming_duration_seconds", map[string]string(nil)).
+			Should(BeNumerically(">", programmed))
+		Expect(metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"mode": "partial", "result": "success"})).
+			To(BeNumerically(">", partial))
+		Expect(metricValue("fleetslice_agent_sync_proxy_rules_endpoint_changes_total", nil)).To(BeNumerically(">", 0))
+	})
+})
+
+var _ = Describe("the node agent's readiness", func() {
+	It("reports unready while the kernel refuses transactions and recovers on a retry", func() {
+		ns := newNamespace()
+		nft := &flakyNFT{Fake: knftables.NewFake(knftables.IPv4Family, dataplane.TableName)}
+		nft.fail.Store(true)
+		syncer, err := dataplane.New(nft, dataplane.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		errorsBefore := metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"result": "error"})
+		failuresBefore := metricValue("fleetslice_agent_sync_proxy_rules_nftables_sync_failures_total", nil)
+
+		a := startAgent(newNode("zone-a"), []agent.Dataplane{syncer}, nil)
+		svc := createService(ns, "web", nil)
+		Eventually(a.Ready).Should(MatchError(ContainSubstring("simulated: kernel refused")))
+		Consistently(a.Ready, 300*time.Millisecond).ShouldNot(Succeed())
+		Expect(metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"result": "error"})).To(BeNumerically(">", errorsBefore))
+		Expect(metricValue("fleetslice_agent_sync_proxy_rules_nftables_sync_failures_total", nil)).To(BeNumerically(">", failuresBefore))
+		Expect(nft.Dump()).To(BeEmpty(), "nothing is written while the kernel refuses")
+
+		nft.fail.Store(false)
+		Eventually(a.Ready).Should(Succeed())
+		Expect(nft.Dump()).To(ContainSubstring(ip(svc) + " . tcp . 80"))
+	})
+
+	It("retries opening nftables until it is available", func() {
+		var opens atomic.Int32
+		open := func(f knftables.Family) (knftables.Interface, error) {
+			if opens.Add(1) < 3 {
+				return nil, os.ErrNotExist
+			}
+			return knftables.NewFake(f, dataplane.TableName), nil
+		}
+		a := startAgent(newNode(""), []agent.Dataplane{agent.NewKernelDataplane(dataplane.Options{}, open)}, nil)
+		Eventually(a.Ready).Should(MatchError(ContainSubstring("install the nftables package")))
+		Eventually(a.Ready).Should(Succeed())
+		Expect(opens.Load()).To(BeNumerically(">=", 3))
+	})
+})

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane"
+)
+
+// OpenFunc opens the kernel's nftables table for a family; dataplane.Open
+// is the real one.
+type OpenFunc func(family knftables.Family) (knftables.Interface, error)
+
+// NewKernelDataplane returns a Dataplane for opts.Family that opens nftables
+// on its first sync and, while that fails (nft missing or too old, no
+// privilege, a kernel without nf_tables), on every later one. The agent
+// retries failed syncs with backoff, so a node becomes ready as soon as the
+// cause is fixed, without a restart. open nil means dataplane.Open.
+func NewKernelDataplane(opts dataplane.Options, open OpenFunc) Dataplane {
+	if open == nil {
+		open = dataplane.Open
+	}
+	if opts.Family == "" {
+		opts.Family = knftables.IPv4Family
+	}
+	return &kernelDataplane{opts: opts, open: open}
+}
+
+type kernelDataplane struct {
+	mu     sync.Mutex
+	opts   dataplane.Options
+	open   OpenFunc
+	syncer *dataplane.Syncer
+}
+
+func (k *kernelDataplane) Sync(ctx context.Context, services []dataplane.Service, full bool) (dataplane.Stats, error) {
+	k.mu.Lock()
+	if k.syncer == nil {
+		nft, err := k.open(k.opts.Family)
+		if err != nil {
+			k.mu.Unlock()
+			return dataplane.Stats{}, fmt.Errorf("%w (install the nftables package and run the agent with CAP_NET_ADMIN, or use --dataplane=dry-run)", err)
+		}
+		s, err := dataplane.New(nft, k.opts)
+		if err != nil {
+			k.mu.Unlock()
+			return dataplane.Stats{}, err
+		}
+		k.syncer = s
+	}
+	s := k.syncer
+	k.mu.Unlock()
+	return s.Sync(ctx, services, full)
+}

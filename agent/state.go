@@ -1,0 +1,305 @@
+package agent
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/agent/selection"
+)
+
+// ZoneLabel is the Node label that names the node's zone.
+const ZoneLabel = corev1.LabelTopologyZone
+
+// store holds what the informers delivered and what changed since the last
+// sync. Event handlers write it; the sync loop converts only the Services
+// marked dirty, so a sync after one change costs one conversion, not one per
+// Service.
+type store struct {
+	mu       sync.Mutex
+	nodeName string
+	node     selection.Node
+	// started filters out trigger times older than the agent: they measure
+	// the time the agent was not running, not network programming.
+	started time.Time
+
+	services map[types.NamespacedName]*corev1.Service
+	slices   map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice
+	imports  map[types.NamespacedName]*mcsv1beta1.ServiceImport
+	// derived maps a ServiceImport to the Services it owns, so a change of
+	// its IPs marks them dirty.
+	derived map[types.NamespacedName]map[types.NamespacedName]bool
+
+	dirty    map[types.NamespacedName]bool
+	allDirty bool
+	// triggers are the last-change-trigger-times of slice changes not yet
+	// programmed, per Service.
+	triggers map[types.NamespacedName][]time.Time
+
+	converted map[types.NamespacedName]Converted
+	// order lists the keys of converted sorted, nil when a key came or went.
+	order []types.NamespacedName
+	// kick tells the sync loop that something changed.
+	kick func()
+}
+
+func newStore(nodeName string, started time.Time, kick func()) *store {
+	return &store{
+		nodeName:  nodeName,
+		node:      selection.Node{Name: nodeName},
+		started:   started,
+		services:  map[types.NamespacedName]*corev1.Service{},
+		slices:    map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
+		imports:   map[types.NamespacedName]*mcsv1beta1.ServiceImport{},
+		derived:   map[types.NamespacedName]map[types.NamespacedName]bool{},
+		dirty:     map[types.NamespacedName]bool{},
+		triggers:  map[types.NamespacedName][]time.Time{},
+		converted: map[types.NamespacedName]Converted{},
+		kick:      kick,
+	}
+}
+
+func (s *store) markLocked(key types.NamespacedName) {
+	s.dirty[key] = true
+}
+
+// setService records svc (nil: deleted) under key.
+func (s *store) setService(key types.NamespacedName, svc *corev1.Service) {
+	s.mu.Lock()
+	if old := s.services[key]; old != nil {
+		if imp, ok := importOwner(old); ok {
+			delete(s.derived[imp], key)
+			if len(s.derived[imp]) == 0 {
+				delete(s.derived, imp)
+			}
+		}
+	}
+	if svc == nil {
+		delete(s.services, key)
+	} else {
+		s.services[key] = svc
+		if imp, ok := importOwner(svc); ok {
+			if s.derived[imp] == nil {
+				s.derived[imp] = map[types.NamespacedName]bool{}
+			}
+			s.derived[imp][key] = true
+		}
+	}
+	s.markLocked(key)
+	s.mu.Unlock()
+	serviceChanges.Inc()
+	s.kick()
+}
+
+// setSlice records slice (nil: deleted) named name for the Service key.
+// trigger is the slice's last-change-trigger-time when this event changed
+// it, zero otherwise.
+func (s *store) setSlice(key types.NamespacedName, name string, slice *discoveryv1.EndpointSlice, trigger time.Time) {
+	s.mu.Lock()
+	if slice == nil {
+		delete(s.slices[key], name)
+		if len(s.slices[key]) == 0 {
+			delete(s.slices, key)
+		}
+	} else {
+		if s.slices[key] == nil {
+			s.slices[key] = map[string]*discoveryv1.EndpointSlice{}
+		}
+		s.slices[key][name] = slice
+	}
+	if !trigger.IsZero() && trigger.After(s.started) {
+		s.triggers[key] = append(s.triggers[key], trigger)
+	}
+	s.markLocked(key)
+	s.mu.Unlock()
+	endpointChanges.Inc()
+	s.kick()
+}
+
+// setImport records a ServiceImport (nil: deleted) and marks the Services
+// derived from it.
+func (s *store) setImport(key types.NamespacedName, imp *mcsv1beta1.ServiceImport) {
+	s.mu.Lock()
+	if imp == nil {
+		delete(s.imports, key)
+	} else {
+		s.imports[key] = imp
+	}
+	for svc := range s.derived[key] {
+		s.markLocked(svc)
+	}
+	changed := len(s.derived[key]) > 0
+	s.mu.Unlock()
+	if changed {
+		serviceChanges.Inc()
+		s.kick()
+	}
+}
+
+// setNode records this node's zone (empty when the Node or its label is
+// missing). A new zone changes every Service's hint decision.
+func (s *store) setNode(node *corev1.Node) {
+	zone := ""
+	if node != nil {
+		zone = node.Labels[ZoneLabel]
+	}
+	s.mu.Lock()
+	changed := s.node.Zone != zone
+	s.node.Zone = zone
+	s.allDirty = s.allDirty || changed
+	s.mu.Unlock()
+	if changed {
+		s.kick()
+	}
+}
+
+// importOwner returns the ServiceImport that controls a derived Service.
+func importOwner(svc *corev1.Service) (types.NamespacedName, bool) {
+	for _, ref := range svc.OwnerReferences {
+		if ref.Kind == mcsv1beta1.ServiceImportKindName && groupOf(ref.APIVersion) == mcsv1beta1.GroupName {
+			return types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, true
+		}
+	}
+	return types.NamespacedName{}, false
+}
+
+func groupOf(apiVersion string) string {
+	for i := 0; i < len(apiVersion); i++ {
+		if apiVersion[i] == '/' {
+			return apiVersion[:i]
+		}
+	}
+	return ""
+}
+
+// importFor returns the ServiceImport owning svc, but only the very object
+// the owner reference names: a ServiceImport recreated under the same name
+// has a new UID and must not lend its IPs to the old one's Service.
+func (s *store) importFor(svc *corev1.Service) *mcsv1beta1.ServiceImport {
+	for _, ref := range svc.OwnerReferences {
+		if ref.Kind != mcsv1beta1.ServiceImportKindName || groupOf(ref.APIVersion) != mcsv1beta1.GroupName {
+			continue
+		}
+		imp := s.imports[types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}]
+		if imp != nil && (ref.UID == "" || imp.UID == ref.UID) {
+			return imp
+		}
+	}
+	return nil
+}
+
+// pending is the outcome of refresh: the dataplane input for every Service,
+// and what to observe once it has been programmed.
+type pending struct {
+	services []dataplane.Service
+	// triggers are the trigger times of the Services converted again.
+	triggers map[types.NamespacedName][]time.Time
+	// changed counts the Services converted again.
+	changed int
+	// skipped counts Services not programmed at all; the noLocal counts
+	// feed the gauges of Local policies without local endpoints.
+	skipped                          int
+	noLocalInternal, noLocalExternal int
+	problems                         map[types.NamespacedName][]string
+}
+
+// refresh converts the dirty Services (every Service when all is set or the
+// node changed) and returns the full dataplane input, ordered by key.
+func (s *store) refresh(all bool) pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := pending{triggers: map[types.NamespacedName][]time.Time{}, problems: map[types.NamespacedName][]string{}}
+	convert := func(key types.NamespacedName) {
+		out.changed++
+		if t := s.triggers[key]; len(t) > 0 {
+			out.triggers[key] = t
+			delete(s.triggers, key)
+		}
+		svc := s.services[key]
+		if _, known := s.converted[key]; known != (svc != nil) {
+			s.order = nil
+		}
+		if svc == nil {
+			delete(s.converted, key)
+			return
+		}
+		in := ServiceInputs{Service: svc, Import: s.importFor(svc)}
+		for _, sl := range s.slices[key] {
+			in.Slices = append(in.Slices, sl)
+		}
+		// Map order is random; a stable order keeps the candidates (and so
+		// the dataplane input) identical when nothing changed.
+		slices.SortFunc(in.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+		c := Convert(in, s.node)
+		s.converted[key] = c
+		if len(c.Problems) > 0 {
+			out.problems[key] = c.Problems
+		}
+	}
+	if all || s.allDirty {
+		for key := range s.converted {
+			if s.services[key] == nil {
+				convert(key)
+			}
+		}
+		for key := range s.services {
+			convert(key)
+		}
+	} else {
+		for key := range s.dirty {
+			convert(key)
+		}
+	}
+	clear(s.dirty)
+	s.allDirty = false
+
+	if s.order == nil {
+		s.order = make([]types.NamespacedName, 0, len(s.converted))
+		for key := range s.converted {
+			s.order = append(s.order, key)
+		}
+		slices.SortFunc(s.order, func(a, b types.NamespacedName) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+	}
+	out.services = make([]dataplane.Service, 0, len(s.order))
+	for _, key := range s.order {
+		c := s.converted[key]
+		if c.Skip != "" {
+			out.skipped++
+			continue
+		}
+		out.services = append(out.services, c.Service)
+		if c.NoLocalInternal {
+			out.noLocalInternal++
+		}
+		if c.NoLocalExternal {
+			out.noLocalExternal++
+		}
+	}
+	return out
+}
+
+// restoreTriggers puts back trigger times of a sync that failed, so they are
+// observed when a later sync programs them.
+func (s *store) restoreTriggers(triggers map[types.NamespacedName][]time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, t := range triggers {
+		s.triggers[key] = append(t, s.triggers[key]...)
+	}
+}
+
+// hasDirty reports whether anything waits for a sync.
+func (s *store) hasDirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allDirty || len(s.dirty) > 0
+}
