@@ -55,3 +55,27 @@ func (k *kernelDataplane) Sync(ctx context.Context, services []dataplane.Service
 	k.mu.Unlock()
 	return s.Sync(ctx, services, full)
 }
+
+// DeleteTables removes the fleetslice table of each family from the kernel,
+// and with it every rule the agent wrote; a missing table is no error. The
+// agent never does this on its own: on restart the old rules keep traffic
+// flowing until the first sync replaces them. open nil means dataplane.Open.
+func DeleteTables(ctx context.Context, open OpenFunc, families ...knftables.Family) error {
+	if open == nil {
+		open = dataplane.Open
+	}
+	for _, fam := range families {
+		nft, err := open(fam)
+		if err != nil {
+			return err
+		}
+		tx := nft.NewTransaction()
+		// Adding first makes the delete succeed whether or not it exists.
+		tx.Add(&knftables.Table{})
+		tx.Delete(&knftables.Table{})
+		if err := nft.Run(ctx, tx); err != nil {
+			return fmt.Errorf("deleting table %s %s: %w", fam, dataplane.TableName, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+// Command agent is fleetslice's node agent: it programs this node's Service
+// load balancing into nftables (or, with --dataplane=dry-run, renders what it
+// would program). See docs/agent.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/knftables"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/agent"
+	"github.com/fleetslice/fleetslice/agent/dataplane"
+)
+
+const (
+	dataplaneNFTables = "nftables"
+	dataplaneDryRun   = "dry-run"
+)
+
+type flags struct {
+	kubeContext, nodeName, dataplane, dryRunOutput string
+	metricsAddr, probeAddr                         string
+	podCIDRs                                       prefixList
+	families                                       familyList
+	syncPeriod, minSyncInterval                    time.Duration
+	watchImports, cleanup                          bool
+}
+
+func main() {
+	f := bindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("agent")
+
+	if f.cleanup {
+		if err := agent.DeleteTables(context.Background(), nil, f.families...); err != nil {
+			log.Error(err, "cleanup failed")
+			os.Exit(1)
+		}
+		log.Info("deleted the fleetslice nftables tables", "families", f.families.String())
+		return
+	}
+	cfg, err := config.GetConfigWithContext(f.kubeContext)
+	if err != nil {
+		log.Error(err, "unable to load a kubeconfig")
+		os.Exit(1)
+	}
+	if err := run(ctrl.SetupSignalHandler(), cfg, f, log); err != nil {
+		log.Error(err, "agent failed")
+		os.Exit(1)
+	}
+}
+
+// bindFlags defines the agent's flags on fs (--kubeconfig comes from
+// controller-runtime's config package).
+func bindFlags(fs *flag.FlagSet) *flags {
+	f := &flags{families: familyList{knftables.IPv4Family, knftables.IPv6Family}}
+	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
+	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Node this agent programs (default: $NODE_NAME)")
+	fs.StringVar(&f.dataplane, "dataplane", dataplaneNFTables, "nftables: program the kernel; dry-run: only render the ruleset (nodes without nftables, simulated nodes)")
+	fs.StringVar(&f.dryRunOutput, "dry-run-output", agent.StdoutLog, `with --dataplane=dry-run, file the rendered ruleset is written to after each sync that changes it, or "-" for the log`)
+	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
+	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
+	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
+	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
+	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
+	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the fleetslice nftables tables of --ip-families and exit")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10290", `address the metrics endpoint binds to ("0" disables it)`)
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":10291", `address /healthz and /readyz bind to ("0" disables them)`)
+	return f
+}
+
+// run starts the agent and blocks until ctx ends.
+func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error {
+	if f.nodeName == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if f.minSyncInterval <= 0 || f.syncPeriod <= 0 {
+		return errors.New("--min-sync-interval and --sync-period must be positive")
+	}
+	if len(f.families) == 0 {
+		return errors.New("--ip-families must name at least one family")
+	}
+	opts := agent.Options{
+		NodeName:            f.nodeName,
+		MinSyncInterval:     f.minSyncInterval,
+		SyncPeriod:          f.syncPeriod,
+		WatchServiceImports: f.watchImports,
+		Log:                 log,
+	}
+	switch f.dataplane {
+	case dataplaneNFTables:
+		for _, fam := range f.families {
+			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelDataplane(dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs}, nil))
+			// Say at once, not only at the first sync, when nftables is unusable.
+			if _, err := dataplane.Open(fam); err != nil {
+				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
+			}
+		}
+	case dataplaneDryRun:
+		var dryRuns []*dataplane.DryRun
+		for _, fam := range f.families {
+			d, err := dataplane.NewDryRun(dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs})
+			if err != nil {
+				return err
+			}
+			dryRuns = append(dryRuns, d)
+			opts.Dataplanes = append(opts.Dataplanes, d)
+		}
+		opts.OnSync = agent.RulesetWriter(f.dryRunOutput, log, dryRuns...)
+	default:
+		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
+	}
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(mcsv1beta1.Install(scheme))
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  agent.CacheOptions(f.nodeName),
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	a, err := agent.New(mgr.GetCache(), opts)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(a); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("dataplane", a.ReadyzCheck); err != nil {
+		return err
+	}
+	log.Info("starting", "node", f.nodeName, "dataplane", f.dataplane, "families", f.families.String(),
+		"podCIDRs", f.podCIDRs.String(), "dryRunOutput", f.dryRunOutput)
+	return mgr.Start(ctx)
+}
+
+// prefixList is a repeatable, comma-separated list of CIDR prefixes.
+type prefixList []netip.Prefix
+
+func (p *prefixList) String() string {
+	parts := make([]string, len(*p))
+	for i, x := range *p {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *prefixList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a CIDR prefix: %w", s, err)
+		}
+		*p = append(*p, prefix.Masked())
+	}
+	return nil
+}
+
+// familyList is a comma-separated list of IP families; setting it replaces
+// the default.
+type familyList []knftables.Family
+
+func (l *familyList) String() string {
+	parts := make([]string, len(*l))
+	for i, f := range *l {
+		parts[i] = map[knftables.Family]string{knftables.IPv4Family: "IPv4", knftables.IPv6Family: "IPv6"}[f]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *familyList) Set(v string) error {
+	var out familyList
+	for _, s := range strings.Split(v, ",") {
+		var fam knftables.Family
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "ipv4", "ip", "4":
+			fam = knftables.IPv4Family
+		case "ipv6", "ip6", "6":
+			fam = knftables.IPv6Family
+		case "":
+			continue
+		default:
+			return fmt.Errorf("unknown IP family %q (want IPv4 or IPv6)", s)
+		}
+		if !containsFamily(out, fam) {
+			out = append(out, fam)
+		}
+	}
+	*l = out
+	return nil
+}
+
+func containsFamily(l familyList, f knftables.Family) bool {
+	for _, x := range l {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
