@@ -9,10 +9,15 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {
+	// The CLI reports through its own output; controller-runtime's clients would otherwise warn
+	// that no logger is set.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
@@ -29,7 +34,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("workdir", ".fleetslice", "directory holding the local ClusterSet's state, logs and kubeconfig")
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand(), newCompareCommand())
 	return root
 }
 

@@ -76,3 +76,6 @@ func (p *Process) Stop(grace time.Duration) error {
 		return fmt.Errorf("%s (pid %d) did not stop within %s and was killed", p.Name, p.cmd.Process.Pid, grace)
 	}
 }
+
+// PID is the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -42,7 +42,8 @@ var _ = Describe("EndpointSlices on a simulated cluster", func() {
 		Expect(c.Create(ctx, svc)).To(Succeed())
 
 		Eventually(func(g Gomega) {
-			slices, ready, zones := readyEndpoints(ctx, g, c, ns.Name, "big")
+			slices, ready, zones, dups := readyEndpoints(ctx, g, c, ns.Name, "big")
+			g.Expect(dups).To(BeZero())
 			g.Expect(ready).To(Equal(300))
 			g.Expect(slices).To(Equal(3))
 			g.Expect(zones).To(HaveLen(3))
@@ -56,27 +57,30 @@ var _ = Describe("EndpointSlices on a simulated cluster", func() {
 			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 			g.Expect(deploy.Status.UpdatedReplicas).To(Equal(int32(300)))
 			g.Expect(deploy.Status.Replicas).To(Equal(int32(300)))
-			slices, ready, _ := readyEndpoints(ctx, g, c, ns.Name, "big")
+			slices, ready, _, dups := readyEndpoints(ctx, g, c, ns.Name, "big")
+			g.Expect(dups).To(BeZero(), "no address listed twice once converged")
 			g.Expect(ready).To(Equal(300))
 			g.Expect(slices).To(BeNumerically("<=", 4), "ceil(300/100) + compaction slack 1")
 		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	})
 })
 
-// readyEndpoints returns the Service's slice count, its ready endpoints (failing on any address
-// listed twice) and the zones they are in.
-func readyEndpoints(ctx SpecContext, g Gomega, c client.Client, ns, svc string) (int, int, map[string]int) {
+// readyEndpoints returns the Service's slice count, its ready endpoints, the zones they are in,
+// and how many addresses are listed more than once. That can happen for a moment when kwok gives
+// a new Pod the IP of a Pod deleted just before, until the next sync drops the old endpoint.
+func readyEndpoints(ctx SpecContext, g Gomega, c client.Client, ns, svc string) (slices, ready int, zones map[string]int, dups int) {
 	list := &discoveryv1.EndpointSliceList{}
 	g.Expect(c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{
 		discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: endpointslice.ManagedBy,
 	})).To(Succeed())
 	seen := map[string]bool{}
-	zones := map[string]int{}
-	ready := 0
+	zones = map[string]int{}
 	for _, s := range list.Items {
 		g.Expect(len(s.Endpoints)).To(BeNumerically("<=", 100))
 		for _, ep := range s.Endpoints {
-			g.Expect(seen[ep.Addresses[0]]).To(BeFalse(), "address %s listed twice", ep.Addresses[0])
+			if seen[ep.Addresses[0]] {
+				dups++
+			}
 			seen[ep.Addresses[0]] = true
 			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
 				ready++
@@ -85,5 +89,5 @@ func readyEndpoints(ctx SpecContext, g Gomega, c client.Client, ns, svc string) 
 			}
 		}
 	}
-	return len(list.Items), ready, zones
+	return len(list.Items), ready, zones, dups
 }

@@ -1,0 +1,225 @@
+// Package e2ebench measures fleetslice against kube-controller-manager's own EndpointSlice
+// controller on a local ClusterSet: the same Deployment rollout runs in a member where fleetslice
+// writes the slices and in a member where the built-in controller does, and each API server's
+// request counters say how many EndpointSlice writes each controller made.
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetslice/fleetslice/internal/localset"
+)
+
+// Side is one controller's run of the rollout.
+type Side struct {
+	Controller string
+	Cluster    string
+	// Writes counts EndpointSlice API writes by verb (create, update, patch, delete) during the
+	// rollout only.
+	Writes map[string]int
+	// SetupWrites counts them while the Deployment first came up.
+	SetupWrites map[string]int
+	// PeakSlices and FinalSlices count the Service's slices.
+	PeakSlices, FinalSlices int
+	// Converged is the time from changing the template to every new Pod listed ready exactly once.
+	Converged time.Duration
+	// RSSBytes is the controller process's resident memory at the end.
+	RSSBytes int64
+}
+
+// Options size the rollout.
+type Options struct {
+	Pods    int
+	Timeout time.Duration
+	Log     io.Writer
+}
+
+// Rollout runs the same Deployment rollout in two members of cs and measures each. The first
+// member must run fleetslice (pid of its manager given), the second kube-controller-manager's
+// own EndpointSlice controller.
+func Rollout(ctx context.Context, cs *localset.ClusterSet, fleetslicePID int, opts Options) ([]Side, error) {
+	if len(cs.Members) < 2 {
+		return nil, fmt.Errorf("need two members, have %v", cs.Members)
+	}
+	sides := []Side{
+		{Controller: "fleetslice", Cluster: cs.Members[0]},
+		{Controller: "kube-controller-manager", Cluster: cs.Members[1]},
+	}
+	for i := range sides {
+		pid := fleetslicePID
+		if i == 1 {
+			var err error
+			if pid, err = controllerManagerPID(cs, sides[i].Cluster); err != nil {
+				return nil, err
+			}
+		}
+		if err := runSide(ctx, cs, &sides[i], pid, opts); err != nil {
+			return sides, fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, err)
+		}
+	}
+	return sides, nil
+}
+
+func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, opts Options) error {
+	c, err := cs.Client(side.Cluster)
+	if err != nil {
+		return err
+	}
+	cfg, err := cs.RESTConfig(side.Cluster)
+	if err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, "[%s] "+format+"\n", append([]any{side.Controller}, args...)...)
+		}
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-rollout"}}
+	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	deploy := rolloutDeployment(ns.Name, int32(opts.Pods))
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: deploy.Name},
+		Spec: corev1.ServiceSpec{
+			Selector: deploy.Spec.Selector.MatchLabels,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+		},
+	}
+	before, err := endpointSliceWrites(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, svc); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, deploy); err != nil {
+		return err
+	}
+	logf("waiting for %d ready endpoints", opts.Pods)
+	if _, err := waitSettled(ctx, c, deploy, opts, nil); err != nil {
+		return err
+	}
+	afterSetup, err := endpointSliceWrites(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	side.SetupWrites = diff(afterSetup, before)
+
+	logf("rolling out a new template")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+		return err
+	}
+	deploy.Spec.Template.Annotations = map[string]string{"fleetslice.io/rollout": time.Now().Format(time.RFC3339Nano)}
+	start := time.Now()
+	if err := c.Update(ctx, deploy); err != nil {
+		return err
+	}
+	final, err := waitSettled(ctx, c, deploy, opts, &side.PeakSlices)
+	if err != nil {
+		return err
+	}
+	side.Converged = time.Since(start)
+	side.FinalSlices = final
+	afterRollout, err := endpointSliceWrites(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	side.Writes = diff(afterRollout, afterSetup)
+	side.RSSBytes = residentBytes(pid)
+	logf("converged in %s with %d slices; writes %v", side.Converged.Round(time.Millisecond), final, side.Writes)
+	return nil
+}
+
+// waitSettled waits until the Deployment has rolled out and its Service lists every ready Pod
+// exactly once with no terminating endpoint left; it returns the slice count then and tracks the
+// peak slice count on the way.
+func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, error) {
+	slices := 0
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), d); err != nil {
+			return false, err
+		}
+		list := &discoveryv1.EndpointSliceList{}
+		if err := c.List(ctx, list, client.InNamespace(deploy.Namespace),
+			client.MatchingLabels{discoveryv1.LabelServiceName: deploy.Name}); err != nil {
+			return false, err
+		}
+		slices = len(list.Items)
+		if peak != nil && slices > *peak {
+			*peak = slices
+		}
+		// An address may show up twice for a moment when a new Pod reuses a deleted Pod's IP
+		// before the next sync; settled means every address once.
+		seen := map[string]bool{}
+		ready, others := 0, 0
+		for _, s := range list.Items {
+			for _, ep := range s.Endpoints {
+				seen[ep.Addresses[0]] = true
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready++
+				} else {
+					others++
+				}
+			}
+		}
+		rolled := d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+			d.Status.Replicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas
+		return rolled && ready == opts.Pods && others == 0 && len(seen) == opts.Pods, nil
+	})
+	return slices, err
+}
+
+func rolloutDeployment(ns string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": "rollout"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rollout"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxSurge:       ptr.To(intstr.FromString("25%")),
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					Containers: []corev1.Container{{
+						Name: "app", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func diff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for verb, n := range after {
+		if d := n - before[verb]; d > 0 {
+			out[verb] = d
+		}
+	}
+	return out
+}
