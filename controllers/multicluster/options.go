@@ -17,6 +17,7 @@ package multicluster
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -41,6 +42,8 @@ type Options struct {
 	ClusterID string
 	// BrokerConfig reaches the broker as this member's own identity (see broker.Prepare).
 	BrokerConfig *rest.Config
+	// BrokerKubeconfig is a path to such a kubeconfig, read when BrokerConfig is nil.
+	BrokerKubeconfig string
 	// BrokerNamespace is the ClusterSet's namespace in the broker; default broker.DefaultNamespace.
 	BrokerNamespace string
 	// LeaseDuration is how long this member's Lease vouches for it after each renewal. Peers
@@ -60,6 +63,28 @@ type Options struct {
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
+}
+
+// BindFlags registers the manager flags for these options on fs. The broker is given by
+// --broker-kubeconfig; Enabled reports whether it was.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ClusterID, "cluster-id", o.ClusterID,
+		"this member's ClusterSet id, used when the ClusterProperty cluster.clusterset.k8s.io does not exist")
+	fs.StringVar(&o.BrokerKubeconfig, "broker-kubeconfig", o.BrokerKubeconfig,
+		"kubeconfig of this member's broker identity; empty disables multi-cluster services")
+	fs.StringVar(&o.BrokerNamespace, "broker-namespace", broker.DefaultNamespace, "the ClusterSet's namespace in the broker")
+	fs.DurationVar(&o.LeaseDuration, "cluster-lease-duration", DefaultLeaseDuration,
+		"how long this member's broker Lease vouches for it; peers withdraw its endpoints once it lapses")
+	fs.DurationVar(&o.RenewInterval, "cluster-lease-renew-interval", 0, "how often the Lease is renewed (default a third of the lease duration)")
+	fs.BoolVar(&o.LeaveOnShutdown, "leave-on-shutdown", false,
+		"delete this member's records and Lease from the broker when the manager stops (for decommissioning, not restarts)")
+	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", DefaultMaxConcurrentReconciles,
+		"workers of each multi-cluster controller")
+}
+
+// Enabled reports whether a broker is configured.
+func (o Options) Enabled() bool {
+	return o.BrokerConfig != nil || o.BrokerKubeconfig != ""
 }
 
 func (o Options) withDefaults() Options {
@@ -86,7 +111,7 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	var errs []error
-	if o.BrokerConfig == nil {
+	if !o.Enabled() {
 		errs = append(errs, errors.New("no broker config given"))
 	}
 	if o.LeaseDuration < time.Second {

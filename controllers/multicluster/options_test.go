@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,26 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error about %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestBindFlags(t *testing.T) {
+	var opts Options
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	opts.BindFlags(fs)
+	if opts.Enabled() {
+		t.Fatal("no broker given, yet enabled")
+	}
+	err := fs.Parse([]string{"--cluster-id=east", "--broker-kubeconfig=/k", "--cluster-lease-duration=9s", "--leave-on-shutdown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = opts.withDefaults()
+	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.RenewInterval != 3*time.Second || !opts.LeaveOnShutdown {
+		t.Fatalf("parsed %+v", opts)
+	}
+	if err := opts.validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

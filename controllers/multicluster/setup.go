@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -33,6 +34,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return err
+	}
+	if opts.BrokerConfig == nil {
+		cfg, err := clientcmd.BuildConfigFromFlags("", opts.BrokerKubeconfig)
+		if err != nil {
+			return fmt.Errorf("reading the broker kubeconfig %s: %w", opts.BrokerKubeconfig, err)
+		}
+		opts.BrokerConfig = cfg
 	}
 	ctx := context.Background()
 	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
