@@ -11,13 +11,17 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/knftables"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
@@ -238,5 +242,33 @@ var _ = Describe("the node agent's readiness", func() {
 		Eventually(a.Ready).Should(MatchError(ContainSubstring("install the nftables package")))
 		Eventually(a.Ready).Should(Succeed())
 		Expect(opens.Load()).To(BeNumerically(">=", 3))
+	})
+})
+
+var _ = Describe("the node agent with the RBAC of config/agent", func() {
+	It("needs nothing beyond its ClusterRole", func(ctx SpecContext) {
+		raw, err := os.ReadFile(filepath.Join("..", "config", "agent", "role.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		role := &rbacv1.ClusterRole{}
+		Expect(yaml.Unmarshal(raw, role)).To(Succeed())
+		role.Name = "agent-under-test"
+		Expect(k8s.Create(ctx, role)).To(Succeed())
+		ns := newNamespace()
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
+		Expect(k8s.Create(ctx, sa)).To(Succeed())
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-under-test"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
+		})).To(Succeed())
+
+		asAgent := rest.CopyConfig(cluster.Config)
+		asAgent.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(ns, sa.Name)}
+		dr := dryRun()
+		a := startAgentAs(asAgent, newNode("zone-a"), []agent.Dataplane{dr}, nil)
+		svc := createService(ns, "web", nil)
+		createSlice(ns, "web-1", "web", nil, endpoint("10.7.0.1", "other", ""))
+		Eventually(dr.Ruleset).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
+		Expect(a.Ready()).To(Succeed())
 	})
 })

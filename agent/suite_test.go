@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -68,9 +69,15 @@ type runningAgent struct {
 // startAgent runs an agent for node until the spec ends.
 func startAgent(node string, dataplanes []agent.Dataplane, mod func(*agent.Options)) *runningAgent {
 	GinkgoHelper()
+	return startAgentAs(cluster.Config, node, dataplanes, mod)
+}
+
+// startAgentAs runs an agent that talks to the API server with cfg.
+func startAgentAs(cfg *rest.Config, node string, dataplanes []agent.Dataplane, mod func(*agent.Options)) *runningAgent {
+	GinkgoHelper()
 	opts := agent.CacheOptions(node)
 	opts.Scheme = k8s.Scheme()
-	c, err := cache.New(cluster.Config, opts)
+	c, err := cache.New(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	r := &runningAgent{}
 	aopts := agent.Options{
