@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -270,5 +271,58 @@ var _ = Describe("the node agent with the RBAC of config/agent", func() {
 		createSlice(ns, "web-1", "web", nil, endpoint("10.7.0.1", "other", ""))
 		Eventually(dr.Ruleset).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
 		Expect(a.Ready()).To(Succeed())
+	})
+})
+
+var _ = Describe("the node agent's sync timing", func() {
+	It("makes one sync of a burst of changes", func(ctx SpecContext) {
+		ns := newNamespace()
+		a := startAgent(newNode("zone-a"), []agent.Dataplane{dryRun()}, func(o *agent.Options) {
+			o.MinSyncInterval = time.Second
+		})
+		Eventually(a.Ready).Should(Succeed())
+		before := a.count()
+		const burst = 20
+		for i := range burst {
+			createService(ns, fmt.Sprintf("burst-%d", i), nil)
+		}
+		Eventually(func() int {
+			r, _ := a.last()
+			n := 0
+			for _, s := range r.Services {
+				if s.Namespace == ns {
+					n++
+				}
+			}
+			return n
+		}).Should(Equal(burst))
+		Expect(a.count()-before).To(BeNumerically("<", burst/2), "syncs for %d changes", burst)
+	})
+
+	It("repairs drift with a periodic full sync", func(ctx SpecContext) {
+		ns := newNamespace()
+		fake := knftables.NewFake(knftables.IPv4Family, dataplane.TableName)
+		syncer, err := dataplane.New(fake, dataplane.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		a := startAgent(newNode("zone-a"), []agent.Dataplane{syncer}, func(o *agent.Options) {
+			o.SyncPeriod = 500 * time.Millisecond
+		})
+		svc := createService(ns, "web", nil)
+		Eventually(fake.Dump).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
+
+		By("someone deleting the table behind the agent's back")
+		tx := fake.NewTransaction()
+		tx.Delete(&knftables.Table{})
+		Expect(fake.Run(ctx, tx)).To(Succeed())
+		Expect(fake.Dump()).To(BeEmpty())
+		Eventually(fake.Dump).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
+		full := 0
+		for _, r := range a.since(0) {
+			Expect(r.Err).NotTo(HaveOccurred(), "the repair comes from the periodic full sync, not from recovering an error")
+			if r.Full {
+				full++
+			}
+		}
+		Expect(full).To(BeNumerically(">=", 2), "the first sync and at least one periodic one are full")
 	})
 })

@@ -287,13 +287,15 @@ func (s *store) refresh(all bool) pending {
 	return out
 }
 
-// restoreTriggers puts back trigger times of a sync that failed, so they are
-// observed when a later sync programs them.
+// restoreTriggers puts back trigger times of a sync that failed and marks
+// their Services dirty again, so the retry converts them and observes the
+// times once it programs them.
 func (s *store) restoreTriggers(triggers map[types.NamespacedName][]time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, t := range triggers {
 		s.triggers[key] = append(t, s.triggers[key]...)
+		s.markLocked(key)
 	}
 }
 

@@ -96,3 +96,34 @@ func TestRefreshConvertsOnlyDirtyServices(t *testing.T) {
 		t.Fatalf("a zone change converted %d, want every Service (49)", p.changed)
 	}
 }
+
+func TestTriggerTimesSurviveAFailedSync(t *testing.T) {
+	s := scaleStore(3, 1)
+	s.refresh(true)
+	key := types.NamespacedName{Namespace: "ns", Name: "svc-00001"}
+	sl := s.slices[key]["svc-00001-abcde"]
+	changed := time.Now().Add(time.Second)
+	s.setSlice(key, sl.Name, sl, changed)
+	p := s.refresh(false)
+	if got := p.triggers[key]; len(got) != 1 || !got[0].Equal(changed) {
+		t.Fatalf("triggers %v, want [%v]", p.triggers, changed)
+	}
+	s.restoreTriggers(p.triggers)
+	retry := s.refresh(false)
+	if retry.changed != 1 || len(retry.triggers[key]) != 1 {
+		t.Fatalf("retry converted %d with triggers %v; want the failed Service again with its trigger time", retry.changed, retry.triggers)
+	}
+	if again := s.refresh(false); len(again.triggers) != 0 {
+		t.Fatalf("trigger times observed twice: %v", again.triggers)
+	}
+}
+
+func TestOldTriggerTimesAreNotMeasured(t *testing.T) {
+	s := scaleStore(1, 1)
+	key := types.NamespacedName{Namespace: "ns", Name: "svc-00000"}
+	sl := s.slices[key]["svc-00000-abcde"]
+	s.setSlice(key, sl.Name, sl, s.started.Add(-time.Hour))
+	if p := s.refresh(false); len(p.triggers) != 0 {
+		t.Fatalf("a change from before the agent started was measured: %v", p.triggers)
+	}
+}
