@@ -41,6 +41,10 @@ type Options struct {
 	// UpstreamEndpointSlices lists members that keep kube-controller-manager's own EndpointSlice
 	// controller, for side-by-side comparisons. Every other member runs without it.
 	UpstreamEndpointSlices []string
+	// DisableQPSLimits lifts the client-side rate limits of the control-plane components, so
+	// kube-controller-manager's controllers react as fast as fleetslice's (which has none) in
+	// side-by-side comparisons.
+	DisableQPSLimits bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -107,6 +111,9 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 	}
 	for _, name := range cs.Members {
 		args := []string{}
+		if opts.DisableQPSLimits {
+			args = append(args, "--disable-qps-limits")
+		}
 		if !slices.Contains(opts.UpstreamEndpointSlices, name) {
 			// fleetslice's controller replaces kube-controller-manager's in these clusters.
 			args = append(args, "--extra-args", "kube-controller-manager=controllers=*,-endpointslice-controller")
