@@ -1,0 +1,81 @@
+package endpointslice
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// recordingQueue remembers how each request was queued.
+type recordingQueue struct {
+	controllertest.Queue
+	delays map[reconcile.Request]time.Duration
+}
+
+func (q *recordingQueue) Add(item reconcile.Request) { q.delays[item] = 0 }
+func (q *recordingQueue) AddAfter(item reconcile.Request, d time.Duration) {
+	q.delays[item] = d
+}
+
+func newRecordingQueue() *recordingQueue {
+	return &recordingQueue{Queue: controllertest.Queue{TypedInterface: workqueue.NewTyped[reconcile.Request]()}, delays: map[reconcile.Request]time.Duration{}}
+}
+
+func pod(name string, labels map[string]string, ip string, ready bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels},
+		Status: corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	}
+}
+
+func TestPodChangesQueueSelectingServicesWithTheBatchPeriod(t *testing.T) {
+	web := testService()
+	other := testService()
+	other.Name, other.Spec.Selector = "other", map[string]string{"app": "other"}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(web, other).Build()
+	r := testReconciler(t)
+	r.Client = c
+	r.Options.BatchPeriod = 2 * time.Second
+
+	q := newRecordingQueue()
+	oldPod := pod("a", map[string]string{"app": "web"}, "10.0.0.1", false)
+	newPod := oldPod.DeepCopy()
+	newPod.Status.Conditions[0].Status = corev1.ConditionTrue
+	r.podChanged(context.Background(), oldPod, newPod, q)
+	want := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: web.Namespace, Name: web.Name}}
+	if len(q.delays) != 1 || q.delays[want] != 2*time.Second {
+		t.Fatalf("readiness flip must queue only web after the batch period, got %v", q.delays)
+	}
+
+	// A label change that moves the Pod between Services syncs both.
+	q = newRecordingQueue()
+	moved := newPod.DeepCopy()
+	moved.Labels = map[string]string{"app": "other"}
+	r.podChanged(context.Background(), newPod, moved, q)
+	if len(q.delays) != 2 {
+		t.Fatalf("both the old and the new selecting Service must sync, got %v", q.delays)
+	}
+
+	// Status noise that cannot change an endpoint queues nothing.
+	q = newRecordingQueue()
+	noisy := newPod.DeepCopy()
+	noisy.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", RestartCount: 3}}
+	r.podChanged(context.Background(), newPod, noisy, q)
+	if len(q.delays) != 0 {
+		t.Fatalf("irrelevant Pod updates must not sync, got %v", q.delays)
+	}
+}
