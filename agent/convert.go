@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +79,7 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 			out.Problems = append(out.Problems, fmt.Sprintf("port %q: port %d or node port %d out of range", sp.Name, sp.Port, sp.NodePort))
 			continue
 		}
-		candidates, lookup := endpointsFor(sp.Name, sp.Protocol, in.Slices, &out.Problems)
+		candidates, addrs := endpointsFor(sp.Name, sp.Protocol, in.Slices, &out.Problems)
 		res := selection.Select(policy, candidates, node)
 		port := dataplane.Port{Name: sp.Name, Protocol: proto, Port: uint16(sp.Port), NodePort: uint16(sp.NodePort)}
 		// ClusterIP traffic follows internalTrafficPolicy. The dataplane
@@ -86,14 +87,14 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 		// same chain, so with internal Local and external Cluster NodePort
 		// traffic also stays on this node (see docs/agent.md).
 		if policy.InternalTrafficLocal {
-			port.Endpoints = toDataplane(res.Local, lookup, node)
+			port.Endpoints = toDataplane(res.Local, addrs, node)
 			out.NoLocalInternal = out.NoLocalInternal || (len(res.Local) == 0 && res.HasAnyEndpoints)
 		} else {
-			port.Endpoints = toDataplane(res.Cluster, lookup, node)
+			port.Endpoints = toDataplane(res.Cluster, addrs, node)
 		}
 		if policy.ExternalTrafficLocal && port.NodePort != 0 {
 			port.ExternalLocal = true
-			port.ExternalEndpoints = toDataplane(res.Local, lookup, node)
+			port.ExternalEndpoints = toDataplane(res.Local, addrs, node)
 			out.NoLocalExternal = out.NoLocalExternal || (len(res.Local) == 0 && res.HasAnyEndpoints)
 		}
 		out.Service.Ports = append(out.Service.Ports, port)
@@ -176,14 +177,14 @@ func protocolOf(p corev1.Protocol) (dataplane.Protocol, bool) {
 
 // endpointsFor collects, from every IP slice, the endpoints of the slice port
 // matching the Service port's name and protocol, with the conditions
-// resolved the way kube-proxy resolves unset ones. lookup maps each
-// candidate's Address back to its address and port.
-func endpointsFor(name string, protocol corev1.Protocol, slices []*discoveryv1.EndpointSlice, problems *[]string) ([]selection.Endpoint, map[string]netip.AddrPort) {
+// resolved the way kube-proxy resolves unset ones. Each candidate's Address
+// is its index in addrs, which holds its address and port: that costs no
+// allocation for the first hundred endpoints, unlike formatting "ip:port".
+func endpointsFor(name string, protocol corev1.Protocol, slices []*discoveryv1.EndpointSlice, problems *[]string) (candidates []selection.Endpoint, addrs []netip.AddrPort) {
 	if protocol == "" {
 		protocol = corev1.ProtocolTCP
 	}
 	var out []selection.Endpoint
-	lookup := map[string]netip.AddrPort{}
 	for _, slice := range slices {
 		if slice == nil || (slice.AddressType != discoveryv1.AddressTypeIPv4 && slice.AddressType != discoveryv1.AddressTypeIPv6) {
 			continue
@@ -202,13 +203,11 @@ func endpointsFor(name string, protocol corev1.Protocol, slices []*discoveryv1.E
 				*problems = append(*problems, fmt.Sprintf("slice %s: endpoint address %q is not an IP address", slice.Name, ep.Addresses[0]))
 				continue
 			}
-			addr := netip.AddrPortFrom(ip.Unmap(), number)
-			key := addr.String()
-			lookup[key] = addr
-			out = append(out, selectionEndpoint(key, ep))
+			out = append(out, selectionEndpoint(strconv.Itoa(len(addrs)), ep))
+			addrs = append(addrs, netip.AddrPortFrom(ip.Unmap(), number))
 		}
 	}
-	return out, lookup
+	return out, addrs
 }
 
 // slicePort finds the port number a slice uses for the named Service port.
@@ -258,14 +257,14 @@ func selectionEndpoint(address string, ep *discoveryv1.Endpoint) selection.Endpo
 	return out
 }
 
-func toDataplane(eps []selection.Endpoint, lookup map[string]netip.AddrPort, node selection.Node) []dataplane.Endpoint {
+func toDataplane(eps []selection.Endpoint, addrs []netip.AddrPort, node selection.Node) []dataplane.Endpoint {
 	out := make([]dataplane.Endpoint, 0, len(eps))
 	for _, ep := range eps {
-		addr, ok := lookup[ep.Address]
-		if !ok {
+		i, err := strconv.Atoi(ep.Address)
+		if err != nil || i < 0 || i >= len(addrs) {
 			continue
 		}
-		out = append(out, dataplane.Endpoint{Addr: addr, Local: node.Name != "" && ep.NodeName == node.Name})
+		out = append(out, dataplane.Endpoint{Addr: addrs[i], Local: node.Name != "" && ep.NodeName == node.Name})
 	}
 	return out
 }
