@@ -311,7 +311,7 @@ func (a *Agent) sync(ctx context.Context, full bool) Report {
 		a.setReadiness(nil)
 	}
 	a.logRejections(report.Stats)
-	a.log.V(1).Info("synced", "mode", mode, "services", len(p.services), "converted", p.changed,
+	a.log.V(1).Info("synced", "mode", mode, "services", len(p.services), "converted", p.changed, "skipped", p.skipped,
 		"duration", report.Duration.String(), "error", report.Err)
 	if a.opts.OnSync != nil {
 		a.opts.OnSync(report)
