@@ -60,6 +60,10 @@ func main() {
 		log.Info("deleted the fleetslice nftables tables", "families", f.families.String())
 		return
 	}
+	if err := f.validate(); err != nil {
+		log.Error(err, "invalid flags")
+		os.Exit(2)
+	}
 	cfg, err := config.GetConfigWithContext(f.kubeContext)
 	if err != nil {
 		log.Error(err, "unable to load a kubeconfig")
@@ -90,16 +94,25 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	return f
 }
 
+// validate checks what does not need the API server.
+func (f *flags) validate() error {
+	switch {
+	case f.nodeName == "":
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	case f.dataplane != dataplaneNFTables && f.dataplane != dataplaneDryRun:
+		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
+	case f.minSyncInterval <= 0 || f.syncPeriod <= 0:
+		return errors.New("--min-sync-interval and --sync-period must be positive")
+	case len(f.families) == 0:
+		return errors.New("--ip-families must name at least one family")
+	}
+	return nil
+}
+
 // run starts the agent and blocks until ctx ends.
 func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error {
-	if f.nodeName == "" {
-		return errors.New("--node-name (or $NODE_NAME) is required")
-	}
-	if f.minSyncInterval <= 0 || f.syncPeriod <= 0 {
-		return errors.New("--min-sync-interval and --sync-period must be positive")
-	}
-	if len(f.families) == 0 {
-		return errors.New("--ip-families must name at least one family")
+	if err := f.validate(); err != nil {
+		return err
 	}
 	opts := agent.Options{
 		NodeName:            f.nodeName,
