@@ -69,7 +69,9 @@ func newRunCommand() *cobra.Command {
 	return cmd
 }
 
-// startComponents runs one fleetslice manager per member cluster, each against its own context.
+// startComponents runs one fleetslice manager per member cluster, each against its own context,
+// and one node agent per zone of each member in dry-run mode (the simulated Nodes have no kernel
+// of their own); each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft.
 func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
 	var procs []*localset.Process
 	for _, m := range cs.Members {
@@ -80,6 +82,16 @@ func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Proces
 			return procs, err
 		}
 		procs = append(procs, p)
+		for _, node := range cs.AgentNodes(m) {
+			p, err := cs.StartProcess("agent-"+node, filepath.Join(binDir, "agent"),
+				"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m), "--node-name", node,
+				"--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),
+				"--metrics-bind-address=0", "--health-probe-bind-address=0")
+			if err != nil {
+				return procs, err
+			}
+			procs = append(procs, p)
+		}
 	}
 	return procs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,14 @@ func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear
 			views = append(views, statusview.Cluster{Name: m, Err: err})
 			continue
 		}
-		views = append(views, statusview.Collect(ctx, m, c))
+		view := statusview.Collect(ctx, m, c)
+		for _, node := range cs.AgentNodes(m) {
+			// Only `fleetslice run` starts agents; a ClusterSet from `up` has no rulesets.
+			if path := cs.RulesetPath(node); fileExists(path) {
+				view.Agents = append(view.Agents, statusview.ReadAgent(node, path))
+			}
+		}
+		views = append(views, view)
 	}
 	if ctx.Err() != nil {
 		// Interrupted while collecting: the half-read view would only show errors.
@@ -71,4 +79,9 @@ func watchStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, ever
 		case <-ticker.C:
 		}
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

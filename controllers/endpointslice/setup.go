@@ -4,6 +4,9 @@ import (
 	"context"
 	"maps"
 	"reflect"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,6 +36,22 @@ const (
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+// Retry backoff of a failed sync, as kube-controller-manager's controller: a sync that found the
+// cache behind its own writes waits a second, by which time more Pod changes have arrived and the
+// retry writes them in one go. controller-runtime's default starts at 5ms, which during a rollout
+// turns every event into its own sync and write.
+const (
+	syncBackoffBase = time.Second
+	syncBackoffMax  = 1000 * time.Second
+)
+
+func syncRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](syncBackoffBase, syncBackoffMax),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
 
 // SetupWithManager registers the indexes, watches and the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -80,7 +99,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			},
 			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { r.nodeChanged(ctx, e.Object, nil, q) },
 		}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency, RateLimiter: syncRateLimiter()}).
 		Complete(r)
 }
 

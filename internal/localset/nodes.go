@@ -96,7 +96,7 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 		// Distinct Pod CIDRs per Node and per cluster, so Pod IPs are unique across the ClusterSet
 		// as multi-cluster services need.
 		podCIDR := fmt.Sprintf("10.%d.%d.0/24", member, i)
-		node := simulatedNode(fmt.Sprintf("%s-%s-%d", name, zone.Name, i/len(opts.Zones)), zone, podCIDR)
+		node := simulatedNode(nodeName(name, zone, i/len(opts.Zones)), zone, podCIDR)
 		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
@@ -107,6 +107,11 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 func prepareBroker(ctx context.Context, cs *ClusterSet) error {
 	_, err := cs.Client(cs.Broker)
 	return err
+}
+
+// nodeName names the i-th Node of a zone in a member cluster.
+func nodeName(member string, zone Zone, i int) string {
+	return fmt.Sprintf("%s-%s-%d", member, zone.Name, i)
 }
 
 // simulatedNode is a Node kwok will keep Ready. Status is accepted on create for Nodes, which is

@@ -79,3 +79,18 @@ func (p *Process) Stop(grace time.Duration) error {
 
 // PID is the process id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// AgentNodes names one Node per zone of a member: the Nodes `fleetslice run` runs a dry-run node
+// agent for (one per zone shows every zone's view without an agent per simulated Node).
+func (cs *ClusterSet) AgentNodes(member string) []string {
+	nodes := make([]string, 0, len(cs.Zones))
+	for _, z := range cs.Zones {
+		nodes = append(nodes, nodeName(member, z, 0))
+	}
+	return nodes
+}
+
+// RulesetPath is where the dry-run agent of a Node writes its ruleset.
+func (cs *ClusterSet) RulesetPath(node string) string {
+	return filepath.Join(cs.Workdir, "rulesets", node+".nft")
+}

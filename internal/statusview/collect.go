@@ -23,6 +23,8 @@ type Cluster struct {
 	Zones    []Zone
 	Services []Service
 	Imports  []Import
+	// Agents are the node agents run for this cluster, if any.
+	Agents []Agent
 	// Err is set when the cluster could not be read; the rest is then empty.
 	Err error
 }

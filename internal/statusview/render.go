@@ -40,6 +40,12 @@ func Render(w io.Writer, clusters []Cluster) error {
 					orDash(strings.Join(i.Clusters, ",")), i.Ready)
 			}
 		}
+		if len(c.Agents) > 0 {
+			fmt.Fprintln(tw, "  AGENT NODE\tENDPOINTS IT SENDS EACH SERVICE PORT TO")
+			for _, a := range c.Agents {
+				fmt.Fprintf(tw, "  %s\t%s\n", a.Node, a.summary())
+			}
+		}
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()

@@ -1,0 +1,67 @@
+package statusview
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Agent is what one node agent programmed: per Service port, how many endpoints it balances over.
+type Agent struct {
+	Node string
+	// Endpoints maps "namespace/name:port" to the endpoints the node sends that port's traffic to.
+	Endpoints map[string]int
+	// Err says why the ruleset could not be read (not written yet, for instance).
+	Err error
+}
+
+// endpointChain matches the per-endpoint chains of the agent's IPv4 ruleset:
+// ep-<hash>-<namespace>/<name>/<protocol>/<port>/<address>.
+var endpointChain = regexp.MustCompile(`^add chain ip fleetslice ep-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+)/`)
+
+// ReadAgent summarises the ruleset a dry-run agent wrote for node.
+func ReadAgent(node, path string) Agent {
+	a := Agent{Node: node, Endpoints: map[string]int{}}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		a.Err = errors.New("no ruleset yet")
+		return a
+	}
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
+	for scanner.Scan() {
+		if m := endpointChain.FindStringSubmatch(scanner.Text()); m != nil {
+			a.Endpoints[fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])]++
+		}
+	}
+	a.Err = scanner.Err()
+	return a
+}
+
+func (a Agent) summary() string {
+	if a.Err != nil {
+		return a.Err.Error()
+	}
+	keys := make([]string, 0, len(a.Endpoints))
+	for k := range a.Endpoints {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, a.Endpoints[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
