@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Count formats an integer with thousands separators, as the tables print counts.
+func Count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3)
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// Bytes formats a byte count in binary units.
+func Bytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for math.Abs(n) >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", n)
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// Ratio formats ours/theirs as a factor; zero over zero is "=" (both did nothing) and anything
+// over zero is "n/a", since a factor would be meaningless.
+func Ratio(ours, theirs float64) string {
+	switch {
+	case theirs == 0 && ours == 0:
+		return "="
+	case theirs == 0 || math.IsNaN(ours) || math.IsNaN(theirs):
+		return "n/a"
+	}
+	r := ours / theirs
+	if r >= 10 {
+		return fmt.Sprintf("%.0f×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
+}

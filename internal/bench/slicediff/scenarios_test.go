@@ -1,0 +1,82 @@
+package slicediff
+
+import (
+	"context"
+	"testing"
+)
+
+// tinySize keeps the shape of the scenarios at a size plain `go test` runs in seconds.
+func tinySize() Size {
+	return Size{Endpoints: 250, Nodes: 30, Batch: 10, FlapSteps: 5, ZoneSteps: 4}
+}
+
+func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
+	sz := tinySize()
+	ideal := (sz.Endpoints + maxPerSlice - 1) / maxPerSlice
+	for _, sc := range Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			var sides []SideResult
+			for _, name := range []string{Upstream, Fleetslice} {
+				res, err := RunScenario(context.Background(), sc, sz, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for kind, msg := range res.Failures {
+					t.Errorf("%s %s: %s", name, kind, msg)
+				}
+				if res.FinalEndpoints != sz.Endpoints {
+					t.Errorf("%s ends with %d endpoints, want %d", name, res.FinalEndpoints, sz.Endpoints)
+				}
+				if res.Syncs == 0 || res.Events == 0 || (sc.Plot && len(res.Series) != res.Syncs) {
+					t.Errorf("%s: %d syncs, %d events, %d points", name, res.Syncs, res.Events, len(res.Series))
+				}
+				sides = append(sides, res)
+			}
+			up, ours := sides[0], sides[1]
+			if up.Events != ours.Events || up.Syncs != ours.Syncs {
+				t.Errorf("unequal streams: upstream %d events in %d syncs, fleetslice %d in %d", up.Events, up.Syncs, ours.Events, ours.Syncs)
+			}
+			if ours.FinalSlices > ideal+1 || ours.MaxExcessSlices > 1 {
+				t.Errorf("fleetslice: %d final slices, %d excess at worst, for %d endpoints", ours.FinalSlices, ours.MaxExcessSlices, sz.Endpoints)
+			}
+			if sc.Name == "create" {
+				for _, s := range sides {
+					if s.Writes.Creates != int64(ideal) || s.Writes.Updates+s.Writes.Deletes != 0 {
+						t.Errorf("%s created the Service's slices with %+v, want %d creates", s.Controller, s.Writes, ideal)
+					}
+				}
+			} else if up.Writes.Total() == 0 || ours.Writes.Total() == 0 {
+				t.Errorf("a side wrote nothing: upstream %+v, fleetslice %+v", up.Writes, ours.Writes)
+			}
+		})
+	}
+}
+
+func TestScenarioReplaysIdentically(t *testing.T) {
+	sc := Scenarios()[1] // the rolling update: the most random one
+	var runs []SideResult
+	for range 2 {
+		res, err := RunScenario(context.Background(), sc, tinySize(), Fleetslice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, res)
+	}
+	if runs[0].Writes != runs[1].Writes || runs[0].Events != runs[1].Events {
+		t.Errorf("two replays differ: %+v / %+v", runs[0].Writes, runs[1].Writes)
+	}
+}
+
+func TestRunScenarioRejectsBadInput(t *testing.T) {
+	if _, err := RunScenario(context.Background(), Scenarios()[0], Size{}, Fleetslice); err == nil {
+		t.Error("an empty size was accepted")
+	}
+	if _, err := RunScenario(context.Background(), Scenarios()[0], tinySize(), "kube-proxy"); err == nil {
+		t.Error("an unknown controller was accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := RunScenario(ctx, Scenarios()[1], tinySize(), Upstream); err == nil {
+		t.Error("a cancelled run returned figures")
+	}
+}
