@@ -74,9 +74,13 @@ func newRunCommand() *cobra.Command {
 // of their own); each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft.
 func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
 	var procs []*localset.Process
+	if err := os.MkdirAll(filepath.Join(cs.Workdir, "rulesets"), 0o755); err != nil {
+		return nil, err
+	}
 	for _, m := range cs.Members {
 		p, err := cs.StartProcess("manager-"+m, filepath.Join(binDir, "manager"),
 			"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m),
+			"--broker-kubeconfig", cs.BrokerKubeconfig(m), "--cluster-lease-duration", "10s",
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 		if err != nil {
 			return procs, err

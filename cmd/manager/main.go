@@ -15,7 +15,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/controllers/multicluster"
 )
 
 var scheme = runtime.NewScheme()
@@ -23,6 +25,7 @@ var scheme = runtime.NewScheme()
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(mcsv1beta1.Install(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 }
 
 func main() {
@@ -36,6 +39,8 @@ func main() {
 	flag.BoolVar(&sliceOpts.AdoptUpstreamSlices, "adopt-upstream-slices", false, "take over EndpointSlices managed by kube-controller-manager's controller (disable that controller first)")
 	flag.Float64Var(&sliceOpts.Topology.OverloadThreshold, "topology-overload-threshold", sliceOpts.Topology.OverloadThreshold, "largest expected overload of an endpoint over its fair share that topology hints may cause (0.25 = 25%)")
 	flag.IntVar(&sliceOpts.Topology.MinEndpointsPerZone, "topology-min-endpoints-per-zone", sliceOpts.Topology.MinEndpointsPerZone, "ready endpoints per zone needed to turn hints on (they turn off below 2 per zone)")
+	var mcs multicluster.Options
+	mcs.BindFlags(flag.CommandLine)
 	flag.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
@@ -74,6 +79,12 @@ func main() {
 	if err != nil {
 		log.Error(err, "unable to set up the EndpointSlice controller")
 		os.Exit(1)
+	}
+	if mcs.Enabled() {
+		if err := multicluster.Setup(mgr, mcs); err != nil {
+			log.Error(err, "unable to set up the multi-cluster services controllers")
+			os.Exit(1)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "unable to set up health check")

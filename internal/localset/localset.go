@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,11 @@ type Options struct {
 	// kube-controller-manager's controllers react as fast as fleetslice's (which has none) in
 	// side-by-side comparisons.
 	DisableQPSLimits bool
+	// ControllerManagerArgs are extra kube-controller-manager flags (name without dashes: value)
+	// for every member.
+	ControllerManagerArgs map[string]string
+	// NoBroker skips preparing the broker for multi-cluster services (it still runs).
+	NoBroker bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -114,6 +120,9 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 		if opts.DisableQPSLimits {
 			args = append(args, "--disable-qps-limits")
 		}
+		for _, k := range slices.Sorted(maps.Keys(opts.ControllerManagerArgs)) {
+			args = append(args, "--extra-args", "kube-controller-manager="+k+"="+opts.ControllerManagerArgs[k])
+		}
 		if !slices.Contains(opts.UpstreamEndpointSlices, name) {
 			// fleetslice's controller replaces kube-controller-manager's in these clusters.
 			args = append(args, "--extra-args", "kube-controller-manager=controllers=*,-endpointslice-controller")
@@ -126,6 +135,9 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 		if err := prepareMember(ctx, cs, name, opts); err != nil {
 			return cs, fmt.Errorf("preparing %s: %w", name, err)
 		}
+	}
+	if opts.NoBroker {
+		return cs, nil
 	}
 	if err := prepareBroker(ctx, cs); err != nil {
 		return cs, fmt.Errorf("preparing broker: %w", err)

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/internal/crds"
 )
 
@@ -80,11 +82,15 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	if err != nil {
 		return err
 	}
-	defs, err := crds.MultiCluster()
+	defs, err := crds.Member()
 	if err != nil {
 		return err
 	}
 	if err := crds.Install(ctx, c, defs); err != nil {
+		return err
+	}
+	// The member's ClusterSet identity, as KEP-2149 defines it.
+	if err := clusterid.Ensure(ctx, c, name); err != nil {
 		return err
 	}
 	if opts.NodesPerCluster > 250 {
@@ -104,9 +110,28 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	return nil
 }
 
+// prepareBroker installs the ClusterSet's namespace, RBAC and admission policy in the broker and
+// writes one kubeconfig per member holding that member's own broker identity.
 func prepareBroker(ctx context.Context, cs *ClusterSet) error {
-	_, err := cs.Client(cs.Broker)
-	return err
+	cfg, err := cs.RESTConfig(cs.Broker)
+	if err != nil {
+		return err
+	}
+	kubeconfigs, err := broker.Prepare(ctx, cfg, broker.DefaultNamespace, cs.Members, broker.Options{})
+	if err != nil {
+		return err
+	}
+	for member, kubeconfig := range kubeconfigs {
+		if err := os.WriteFile(cs.BrokerKubeconfig(member), kubeconfig, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BrokerKubeconfig is the kubeconfig a member's manager reaches the broker with.
+func (cs *ClusterSet) BrokerKubeconfig(member string) string {
+	return filepath.Join(cs.Workdir, "broker-"+member+".kubeconfig")
 }
 
 // nodeName names the i-th Node of a zone in a member cluster.

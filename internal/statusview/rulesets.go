@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -19,9 +20,13 @@ type Agent struct {
 	Err error
 }
 
-// endpointChain matches the per-endpoint chains of the agent's IPv4 ruleset:
-// ep-<hash>-<namespace>/<name>/<protocol>/<port>/<address>.
-var endpointChain = regexp.MustCompile(`^add chain ip fleetslice ep-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+)/`)
+// serviceRule matches the load-balancing rule of a Service port in the agent's IPv4 ruleset,
+// chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, or to one of N
+// through "numgen random mod N".
+var (
+	serviceRule = regexp.MustCompile(`^add rule ip fleetslice svc-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) .*dnat`)
+	spread      = regexp.MustCompile(`numgen random mod (\d+)`)
+)
 
 // ReadAgent summarises the ruleset a dry-run agent wrote for node.
 func ReadAgent(node, path string) Agent {
@@ -39,9 +44,16 @@ func ReadAgent(node, path string) Agent {
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
 	for scanner.Scan() {
-		if m := endpointChain.FindStringSubmatch(scanner.Text()); m != nil {
-			a.Endpoints[fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])]++
+		line := scanner.Text()
+		m := serviceRule.FindStringSubmatch(line)
+		if m == nil {
+			continue
 		}
+		n := 1
+		if mod := spread.FindStringSubmatch(line); mod != nil {
+			n, _ = strconv.Atoi(mod[1])
+		}
+		a.Endpoints[fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])] = n
 	}
 	a.Err = scanner.Err()
 	return a
