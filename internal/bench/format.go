@@ -55,3 +55,11 @@ func Ratio(ours, theirs float64) string {
 	}
 	return fmt.Sprintf("%.2f×", r)
 }
+
+// Micros formats a duration given in microseconds, switching to milliseconds from 1 ms.
+func Micros(us float64) string {
+	if math.Abs(us) >= 1000 {
+		return fmt.Sprintf("%.2f ms", us/1000)
+	}
+	return fmt.Sprintf("%.1f µs", us)
+}

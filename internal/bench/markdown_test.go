@@ -65,6 +65,7 @@ func TestFormats(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{Count(0), "0"}, {Count(999), "999"}, {Count(1000), "1,000"}, {Count(-1234567), "-1,234,567"},
 		{Bytes(512), "512 B"}, {Bytes(1536), "1.5 KiB"}, {Bytes(3 << 30), "3.0 GiB"},
+		{Micros(12.34), "12.3 µs"}, {Micros(16581), "16.58 ms"},
 		{Ratio(1, 2), "0.50×"}, {Ratio(30, 2), "15×"}, {Ratio(0, 0), "="}, {Ratio(1, 0), "n/a"},
 	} {
 		if c.got != c.want {

@@ -128,7 +128,7 @@ func buildReport(results []ScenarioResult, size Size, env bench.Env) (*bench.Rep
 				bench.Count(s.Writes.Creates), bench.Count(s.Writes.Updates), bench.Count(s.Writes.Deletes),
 				bench.Bytes(float64(s.Writes.RequestBytes)), bench.Bytes(float64(s.Writes.WatchBytes) * Watchers),
 				bench.Count(int64(s.PeakSlices)), fmt.Sprintf("%d (%s)", s.FinalSlices, bench.Count(int64(s.FinalEndpoints))),
-				fmt.Sprintf("%.1f µs", cpuPerEvent(s)), fmt.Sprintf("%.0f", perEvent(float64(s.Allocs), s.Events)),
+				bench.Micros(cpuPerEvent(s)), fmt.Sprintf("%.0f", perEvent(float64(s.Allocs), s.Events)),
 				bench.Bytes(perEvent(float64(s.AllocBytes), s.Events)),
 			})
 			totals[i].Creates += s.Writes.Creates
@@ -162,11 +162,12 @@ func buildReport(results []ScenarioResult, size Size, env bench.Env) (*bench.Rep
 	rep.Intro = fmt.Sprintf(`Both controllers get the same scripted changes to one Service, its Pods and %s Nodes in
 three zones, and each reconciles the Service after every batch of changes (equal batching); each
 writes to its own in-memory API store, and after every sync that store is exactly what the next
-sync reads. Across all scenarios fleetslice made %s API writes to upstream's %s (%s) and sent
-%s of watch events to upstream's %s (%s), using %s of upstream's sync CPU.`,
+sync reads. Across all scenarios fleetslice made %s EndpointSlice writes to upstream's %s (%s),
+its writes fanned out %s to %s watchers against upstream's %s (%s), and its syncs used %s of
+upstream's CPU.`,
 		bench.Count(int64(size.Nodes)), bench.Count(totals[1].Total()), bench.Count(totals[0].Total()),
 		bench.Ratio(float64(totals[1].Total()), float64(totals[0].Total())),
-		bench.Bytes(float64(totals[1].WatchBytes)*Watchers), bench.Bytes(float64(totals[0].WatchBytes)*Watchers),
+		bench.Bytes(float64(totals[1].WatchBytes)*Watchers), bench.Count(Watchers), bench.Bytes(float64(totals[0].WatchBytes)*Watchers),
 		bench.Ratio(float64(totals[1].WatchBytes), float64(totals[0].WatchBytes)),
 		bench.Ratio(float64(cpu[1]), float64(cpu[0])))
 	if err := addFigures(rep, results, env); err != nil {

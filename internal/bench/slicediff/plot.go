@@ -3,6 +3,7 @@ package slicediff
 import (
 	"fmt"
 	"image/color"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -49,10 +50,25 @@ func WriteSeriesPlot(path, title, yLabel string, sides []SideResult, value func(
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Y.Min = 0
+	p.X.Tick.Marker = wholeTicks{}
+	p.Y.Tick.Marker = wholeTicks{}
 	return p.Save(8*vg.Inch, 4*vg.Inch, path)
 }
 
 func plotColor(i int) color.Color {
 	palette := []color.Color{color.Black, color.RGBA{G: 140, A: 255}, color.RGBA{R: 140, B: 140, A: 255}}
 	return palette[i%len(palette)]
+}
+
+// wholeTicks labels ticks as whole numbers: counts of writes, slices and changes.
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', 0, 64)
+		}
+	}
+	return ticks
 }
