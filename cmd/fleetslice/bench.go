@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -98,10 +99,14 @@ func choose(available []bench.Part, args []string, all bool) ([]bench.Part, erro
 	return out, nil
 }
 
-// invocation is this process's command line, as the document shows it.
+// invocation is this process's command line as the document shows it: the binary by its name
+// (bin/fleetslice, a temporary build) and the arguments quoted for a shell.
 func invocation() string {
 	args := make([]string, len(os.Args))
 	for i, a := range os.Args {
+		if i == 0 {
+			a = filepath.Base(a)
+		}
 		if a == "" || strings.ContainsAny(a, " \t'\"$") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
