@@ -1,0 +1,528 @@
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
+	"github.com/fleetslice/fleetslice/internal/localset"
+)
+
+// mcsNamespace holds the exported Services in every member.
+const mcsNamespace = "bench-mcs"
+
+// MCSOptions size the multi-cluster propagation measurement.
+type MCSOptions struct {
+	// Services is how many Services every member exports (same names everywhere).
+	Services int
+	// Samples is how many of them get one more ready endpoint in the origin member.
+	Samples int
+	// ChangeInterval spaces the scale-ups, so each latency is one change's, not a burst's queue.
+	ChangeInterval time.Duration
+	// Seed picks the sample.
+	Seed    uint64
+	Timeout time.Duration
+	Log     io.Writer
+}
+
+// Propagation is what one run measured: per (sampled Service, other member) pair, the time from
+// the new endpoint becoming ready in the origin to it being listed ready in that member's imported
+// slices.
+type Propagation struct {
+	Origin string
+	// Settled is the time from creating every Service to every member listing ready endpoints
+	// of every exporting cluster for every Service.
+	Settled time.Duration
+	// FromWatch measures from the moment our own Pod watch in the origin saw the Pod Ready: a
+	// lower bound of the true latency, in milliseconds.
+	FromWatch []time.Duration
+	// FromCondition measures from the Pod's Ready lastTransitionTime, which the API serialises in
+	// whole seconds: an upper bound, up to a second above the truth.
+	FromCondition []time.Duration
+	// Missing counts pairs not seen before the timeout.
+	Missing int
+}
+
+// Withdrawal is one member's view of a lost cluster.
+type Withdrawal struct {
+	Member string
+	// AfterExpiry is the time from the lost cluster's Lease expiring to the member holding none
+	// of its imported slices; AfterStop is from stopping the lost cluster's manager.
+	AfterExpiry, AfterStop time.Duration
+	// SlicesBefore is how many imported slices of the lost cluster the member held.
+	SlicesBefore int
+}
+
+// importWatch follows one member's imported EndpointSlices through an informer and remembers
+// when each ready address first appeared and when each source cluster's slices last went away.
+type importWatch struct {
+	store cache.Store
+	mu    sync.Mutex
+	// firstReady is keyed by service/source-cluster/address.
+	firstReady map[string]time.Time
+	// emptySince is when the member last dropped to no slices of a source cluster.
+	emptySince map[string]time.Time
+}
+
+func importKey(service, source, address string) string { return service + "/" + source + "/" + address }
+
+func (w *importWatch) observe(obj any) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	svc, source := s.Labels[mcsv1beta1.LabelServiceName], s.Labels[mcsv1beta1.LabelSourceCluster]
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ep := range s.Endpoints {
+		if !isReady(ep) {
+			continue
+		}
+		for _, addr := range ep.Addresses {
+			if _, seen := w.firstReady[importKey(svc, source, addr)]; !seen {
+				w.firstReady[importKey(svc, source, addr)] = now
+			}
+		}
+	}
+}
+
+func (w *importWatch) deleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	source := s.Labels[mcsv1beta1.LabelSourceCluster]
+	// The store already lacks the deleted slice when handlers run.
+	if w.slicesFrom(source) == 0 {
+		w.mu.Lock()
+		w.emptySince[source] = time.Now()
+		w.mu.Unlock()
+	}
+}
+
+func (w *importWatch) seen(service, source, address string) (t time.Time, ok bool) {
+	w.mu.Lock()
+	t, ok = w.firstReady[importKey(service, source, address)]
+	w.mu.Unlock()
+	return t, ok
+}
+
+func (w *importWatch) slicesFrom(source string) int {
+	return len(slices.DeleteFunc(w.store.List(), func(obj any) bool {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		return !ok || s.Labels[mcsv1beta1.LabelSourceCluster] != source
+	}))
+}
+
+// readySources lists, per Service, the source clusters with at least one ready endpoint.
+func (w *importWatch) readySources() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, obj := range w.store.List() {
+		s, _ := obj.(*discoveryv1.EndpointSlice)
+		if s == nil || !slices.ContainsFunc(s.Endpoints, isReady) {
+			continue
+		}
+		svc := s.Labels[mcsv1beta1.LabelServiceName]
+		if out[svc] == nil {
+			out[svc] = map[string]bool{}
+		}
+		out[svc][s.Labels[mcsv1beta1.LabelSourceCluster]] = true
+	}
+	return out
+}
+
+func isReady(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.Conditions.Ready, false) }
+
+// readyPod is a Pod of the origin as our watch saw it turn ready.
+type readyPod struct {
+	service, ip string
+	observed    time.Time
+	condition   time.Time
+}
+
+// podWatch remembers the origin's Pods that have turned ready, by name.
+type podWatch struct {
+	mu    sync.Mutex
+	ready map[string]readyPod
+}
+
+func (w *podWatch) observe(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Status.PodIP == "" {
+		return
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodReady || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		w.mu.Lock()
+		if _, seen := w.ready[pod.Name]; !seen {
+			w.ready[pod.Name] = readyPod{service: pod.Labels["app"], ip: pod.Status.PodIP, observed: time.Now(), condition: c.LastTransitionTime.Time}
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (w *podWatch) snapshot() map[string]readyPod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.ready)
+}
+
+// MCSRun holds the watches of one ClusterSet between the two measurements.
+type MCSRun struct {
+	cs      *localset.ClusterSet
+	opts    MCSOptions
+	imports map[string]*importWatch
+	pods    *podWatch
+	stop    context.CancelFunc
+}
+
+// StartMCS starts watching every member's imported EndpointSlices and the first member's Pods in
+// the benchmark namespace. Close stops the watches.
+func StartMCS(ctx context.Context, cs *localset.ClusterSet, opts MCSOptions) (run *MCSRun, err error) {
+	if len(cs.Members) < 2 {
+		return nil, fmt.Errorf("need two members, have %v", cs.Members)
+	}
+	if opts.Services < 1 || opts.Samples < 1 || opts.Samples > opts.Services {
+		return nil, fmt.Errorf("need 1 <= samples (%d) <= services (%d)", opts.Samples, opts.Services)
+	}
+	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	run = &MCSRun{cs: cs, opts: opts, imports: map[string]*importWatch{}, pods: &podWatch{ready: map[string]readyPod{}}, stop: stop}
+	for i, m := range cs.Members {
+		cfg, err := cs.RESTConfig(m)
+		if err != nil {
+			return nil, err
+		}
+		clientset, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, informers.WithNamespace(mcsNamespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = mcsv1beta1.LabelSourceCluster }))
+		informer := factory.Discovery().V1().EndpointSlices().Informer()
+		w := &importWatch{store: informer.GetStore(), firstReady: map[string]time.Time{}, emptySince: map[string]time.Time{}}
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: w.observe, UpdateFunc: func(_, obj any) { w.observe(obj) }, DeleteFunc: w.deleted,
+		}); err != nil {
+			return nil, err
+		}
+		run.imports[m] = w
+		if i == 0 {
+			pods := factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+				return coreinformers.NewPodInformer(c, mcsNamespace, resync, cache.Indexers{})
+			})
+			if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc: run.pods.observe, UpdateFunc: func(_, obj any) { run.pods.observe(obj) },
+			}); err != nil {
+				return nil, err
+			}
+		}
+		factory.Start(watchCtx.Done())
+	}
+	return run, nil
+}
+
+// Close stops the watches.
+func (r *MCSRun) Close() { r.stop() }
+
+func (r *MCSRun) logf(format string, args ...any) {
+	if r.opts.Log != nil {
+		fmt.Fprintf(r.opts.Log, "[mcs] "+format+"\n", args...)
+	}
+}
+
+func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
+
+// Propagate creates the Services, waits until every member imports every cluster's endpoints of
+// every Service, then scales a sample up by one Pod in the first member and times the new
+// address's arrival in every other member.
+func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
+	origin := r.cs.Members[0]
+	result := &Propagation{Origin: origin}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.cs.Members))
+	for i, m := range r.cs.Members {
+		wg.Go(func() { errs[i] = r.createServices(ctx, m) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("creating Services in %s: %w", r.cs.Members[i], err)
+		}
+	}
+	r.logf("created %d exported Services in each of %v in %s", r.opts.Services, r.cs.Members, time.Since(start).Round(time.Millisecond))
+	if err := r.waitImported(ctx); err != nil {
+		return nil, err
+	}
+	result.Settled = time.Since(start)
+	r.logf("every member imports every cluster's endpoints after %s", result.Settled.Round(time.Millisecond))
+
+	c, err := r.cs.Client(origin)
+	if err != nil {
+		return nil, err
+	}
+	before := r.pods.snapshot()
+	rng := rand.New(rand.NewPCG(r.opts.Seed, r.opts.Seed^0x9e3779b97f4a7c15))
+	sample := rng.Perm(r.opts.Services)[:r.opts.Samples]
+	sampled := map[string]bool{}
+	for _, i := range sample {
+		name := serviceName(i)
+		sampled[name] = true
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name}}
+		if err := c.Patch(ctx, d, patch); err != nil {
+			return nil, fmt.Errorf("scaling %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(r.opts.ChangeInterval):
+		}
+	}
+	r.logf("scaled %d Services up by one Pod in %s", len(sample), origin)
+
+	// Reading our in-memory watch results, not the API: cheap and as fresh as the watches.
+	var seen *Propagation
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.Timeout, true, func(context.Context) (bool, error) {
+		seen = r.arrivals(origin, before, sampled)
+		return seen.Missing == 0, nil
+	})
+	result.FromWatch, result.FromCondition, result.Missing = seen.FromWatch, seen.FromCondition, seen.Missing
+	r.logf("%d (Service, member) pairs seen, %d missing", len(result.FromWatch), result.Missing)
+	if err != nil && !wait.Interrupted(err) {
+		return nil, err
+	}
+	return result, nil
+}
+
+// arrivals pairs each sampled Service's new ready Pod with its arrival in every other member.
+func (r *MCSRun) arrivals(origin string, before map[string]readyPod, sampled map[string]bool) *Propagation {
+	newPods := map[string]readyPod{}
+	for name, p := range r.pods.snapshot() {
+		if _, old := before[name]; !old && sampled[p.service] {
+			newPods[p.service] = p
+		}
+	}
+	out := &Propagation{}
+	for svc := range sampled {
+		for _, m := range r.cs.Members {
+			if m == origin {
+				continue
+			}
+			p, created := newPods[svc]
+			at, arrived := r.imports[m].seen(svc, origin, p.ip)
+			if !created || !arrived {
+				out.Missing++
+				continue
+			}
+			out.FromWatch = append(out.FromWatch, at.Sub(p.observed))
+			out.FromCondition = append(out.FromCondition, at.Sub(p.condition))
+		}
+	}
+	return out
+}
+
+func (r *MCSRun) createServices(ctx context.Context, member string) error {
+	c, err := r.cs.Client(member)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}
+	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return err
+	}
+	for i := range r.opts.Services {
+		for _, obj := range exportedService(serviceName(i)) {
+			if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// waitImported waits until every member lists ready endpoints from every member for every
+// Service, and each member's ServiceImports are Ready.
+func (r *MCSRun) waitImported(ctx context.Context) error {
+	return wait.PollUntilContextTimeout(ctx, time.Second, r.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		for _, m := range r.cs.Members {
+			complete := 0
+			for _, sources := range r.imports[m].readySources() {
+				if len(sources) == len(r.cs.Members) {
+					complete++
+				}
+			}
+			if complete < r.opts.Services {
+				r.logf("%s: %d/%d Services import endpoints from all %d clusters", m, complete, r.opts.Services, len(r.cs.Members))
+				return false, nil
+			}
+			c, err := r.cs.Client(m)
+			if err != nil {
+				return false, err
+			}
+			list := &mcsv1beta1.ServiceImportList{}
+			if err := c.List(ctx, list, client.InNamespace(mcsNamespace)); err != nil {
+				return false, err
+			}
+			ready := 0
+			for _, si := range list.Items {
+				if readyCondition(si.Status.Conditions) && len(si.Status.Clusters) == len(r.cs.Members) {
+					ready++
+				}
+			}
+			if ready < r.opts.Services {
+				r.logf("%s: %d/%d ServiceImports Ready with all clusters", m, ready, r.opts.Services)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func readyCondition(conds []metav1.Condition) bool {
+	for _, c := range conds {
+		if c.Type == string(mcsv1beta1.ServiceImportConditionReady) {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// exportedService is a one-Pod Deployment, its Service and the ServiceExport.
+func exportedService(name string) []client.Object {
+	labels := map[string]string{"app": name}
+	return []client.Object{
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](1),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{
+						Name: "app", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+					}}},
+				},
+			},
+		},
+		&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name},
+			Spec: corev1.ServiceSpec{
+				Selector: labels,
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+			},
+		},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name}},
+	}
+}
+
+// LoseCluster stops the lost member's manager (stop must return once it has exited), reads its
+// Lease in the broker and times, in every other member, the withdrawal of its imported slices.
+func (r *MCSRun) LoseCluster(ctx context.Context, lost string, stop func() error) ([]Withdrawal, error) {
+	brokerClient, err := r.cs.Client(r.cs.Broker)
+	if err != nil {
+		return nil, err
+	}
+	var withdrawals []Withdrawal
+	for _, m := range r.cs.Members {
+		if m != lost {
+			withdrawals = append(withdrawals, Withdrawal{Member: m, SlicesBefore: r.imports[m].slicesFrom(lost)})
+		}
+	}
+	stopped := time.Now()
+	if err := stop(); err != nil {
+		return nil, fmt.Errorf("stopping %s's manager: %w", lost, err)
+	}
+	r.logf("stopped %s's manager in %s", lost, time.Since(stopped).Round(time.Millisecond))
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: broker.DefaultNamespace, Name: "member-" + lost}
+	if err := brokerClient.Get(ctx, key, lease); err != nil {
+		return nil, fmt.Errorf("reading %s's Lease: %w", lost, err)
+	}
+	expiry, err := leaseExpiry(lease)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("%s's Lease expires at %s (%s after the stop)", lost, expiry.Format(time.RFC3339Nano), expiry.Sub(stopped).Round(time.Millisecond))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.Timeout, true, func(context.Context) (bool, error) {
+		for _, w := range withdrawals {
+			if r.imports[w.Member].slicesFrom(lost) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return withdrawals, fmt.Errorf("waiting for %s's slices to be withdrawn: %w", lost, err)
+	}
+	after := &coordinationv1.Lease{}
+	if err := brokerClient.Get(ctx, key, after); err != nil {
+		return nil, err
+	}
+	if !after.Spec.RenewTime.Equal(lease.Spec.RenewTime) {
+		return nil, fmt.Errorf("%s's Lease was renewed after its manager stopped", lost)
+	}
+	for i := range withdrawals {
+		w := r.imports[withdrawals[i].Member]
+		w.mu.Lock()
+		gone := w.emptySince[lost]
+		w.mu.Unlock()
+		withdrawals[i].AfterExpiry, withdrawals[i].AfterStop = gone.Sub(expiry), gone.Sub(stopped)
+	}
+	return withdrawals, nil
+}
+
+func leaseExpiry(l *coordinationv1.Lease) (time.Time, error) {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}, fmt.Errorf("Lease %s has no renewTime or duration", l.Name)
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), nil
+}
+
+// Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of ds, which it does not
+// modify; 0 for no values or a p out of range.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 || !(p > 0 && p <= 100) {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	rank := min(max(int(math.Ceil(p/100*float64(len(sorted)))), 1), len(sorted))
+	return sorted[rank-1]
+}
