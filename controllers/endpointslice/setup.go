@@ -115,7 +115,13 @@ func (r *Reconciler) sliceChanged(obj client.Object, q queue) {
 	if !ok || r.tracker.IsOwnWrite(svc, slice) {
 		return
 	}
-	q.Add(reconcile.Request{NamespacedName: svc})
+	q.AddAfter(reconcile.Request{NamespacedName: svc}, r.sliceChangeDelay())
+}
+
+// sliceChangeDelay is how long a sync caused by a slice change waits, as upstream: at least a
+// second, so that a burst of slice events (a garbage collection, another writer) makes one sync.
+func (r *Reconciler) sliceChangeDelay() time.Duration {
+	return max(time.Second, r.Options.BatchPeriod)
 }
 
 func (r *Reconciler) sliceDeleted(obj client.Object, q queue) {
@@ -128,7 +134,7 @@ func (r *Reconciler) sliceDeleted(obj client.Object, q queue) {
 		return
 	}
 	r.tracker.SliceGone(svc, slice.UID)
-	q.Add(reconcile.Request{NamespacedName: svc})
+	q.AddAfter(reconcile.Request{NamespacedName: svc}, r.sliceChangeDelay())
 }
 
 // podChanged syncs the Services that select a Pod before or after the change, when the change can

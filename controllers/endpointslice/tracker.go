@@ -46,7 +46,9 @@ func (t *sliceTracker) set(service types.NamespacedName, uid types.UID, generati
 }
 
 // Stale reports whether cached, the slices the cache holds for service, is older than what this
-// controller wrote. Entries the cache has caught up with are dropped as a side effect.
+// controller wrote. Deletions the cache has caught up with are dropped; written generations are
+// kept until the slice goes, so IsOwnWrite can still recognise the echo of a write whose event
+// arrives after a sync already saw it in the cache.
 func (t *sliceTracker) Stale(service types.NamespacedName, cached []*discoveryv1.EndpointSlice) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -68,8 +70,6 @@ func (t *sliceTracker) Stale(service types.NamespacedName, cached []*discoveryv1
 			delete(expected, uid)
 		case !inCache || got < want:
 			stale = true
-		default:
-			delete(expected, uid)
 		}
 	}
 	if len(expected) == 0 {
