@@ -72,7 +72,13 @@ func newMeasureMCSCommand() *cobra.Command {
 				return err
 			}
 			lost := cs.Members[len(cs.Members)-1]
-			withdrawals, err := run.LoseCluster(ctx, lost, func() error { return managers[lost].Stop(10 * time.Second) })
+			// Stopped once only: localset.Process.Stop blocks forever when called on a process it
+			// already stopped.
+			withdrawals, err := run.LoseCluster(ctx, lost, func() error {
+				p := managers[lost]
+				delete(managers, lost)
+				return p.Stop(10 * time.Second)
+			})
 			if err != nil {
 				return err
 			}

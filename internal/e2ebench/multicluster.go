@@ -2,13 +2,13 @@ package e2ebench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -49,43 +50,36 @@ type MCSOptions struct {
 	Log     io.Writer
 }
 
-// Propagation is what one run measured: per (sampled Service, other member) pair, the time from
-// the new endpoint becoming ready in the origin to it being listed ready in that member's imported
-// slices.
+// Propagation holds, per (sampled Service, other member) pair, the time from the new endpoint
+// becoming ready in the origin to it being listed ready in that member's imported slices.
+// FromWatch starts when our own Pod watch in the origin saw the Pod Ready: a lower bound.
+// FromCondition starts at the Pod's Ready lastTransitionTime, which the API serialises in whole
+// seconds: an upper bound, up to a second above the truth. Missing pairs were not seen in time;
+// Settled is the time from creating the Services to every member importing every cluster's
+// endpoints of every Service.
 type Propagation struct {
-	Origin string
-	// Settled is the time from creating every Service to every member listing ready endpoints
-	// of every exporting cluster for every Service.
-	Settled time.Duration
-	// FromWatch measures from the moment our own Pod watch in the origin saw the Pod Ready: a
-	// lower bound of the true latency, in milliseconds.
-	FromWatch []time.Duration
-	// FromCondition measures from the Pod's Ready lastTransitionTime, which the API serialises in
-	// whole seconds: an upper bound, up to a second above the truth.
-	FromCondition []time.Duration
-	// Missing counts pairs not seen before the timeout.
-	Missing int
+	Origin                   string
+	Settled                  time.Duration
+	FromWatch, FromCondition []time.Duration
+	Missing                  int
 }
 
-// Withdrawal is one member's view of a lost cluster.
+// Withdrawal is one member's view of a lost cluster: the time from the lost cluster's Lease
+// expiring (and from stopping its manager) to the member holding none of the SlicesBefore
+// imported slices of that cluster it held.
 type Withdrawal struct {
-	Member string
-	// AfterExpiry is the time from the lost cluster's Lease expiring to the member holding none
-	// of its imported slices; AfterStop is from stopping the lost cluster's manager.
+	Member                 string
 	AfterExpiry, AfterStop time.Duration
-	// SlicesBefore is how many imported slices of the lost cluster the member held.
-	SlicesBefore int
+	SlicesBefore           int
 }
 
 // importWatch follows one member's imported EndpointSlices through an informer and remembers
 // when each ready address first appeared and when each source cluster's slices last went away.
 type importWatch struct {
-	store cache.Store
-	mu    sync.Mutex
-	// firstReady is keyed by service/source-cluster/address.
-	firstReady map[string]time.Time
-	// emptySince is when the member last dropped to no slices of a source cluster.
-	emptySince map[string]time.Time
+	store      cache.Store
+	mu         sync.Mutex
+	firstReady map[string]time.Time // by importKey
+	emptySince map[string]time.Time // by source cluster
 }
 
 func importKey(service, source, address string) string { return service + "/" + source + "/" + address }
@@ -100,12 +94,9 @@ func (w *importWatch) observe(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ep := range s.Endpoints {
-		if !isReady(ep) {
-			continue
-		}
 		for _, addr := range ep.Addresses {
-			if _, seen := w.firstReady[importKey(svc, source, addr)]; !seen {
-				w.firstReady[importKey(svc, source, addr)] = now
+			if key := importKey(svc, source, addr); isReady(ep) && w.firstReady[key].IsZero() {
+				w.firstReady[key] = now
 			}
 		}
 	}
@@ -115,13 +106,9 @@ func (w *importWatch) deleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	source := s.Labels[mcsv1beta1.LabelSourceCluster]
 	// The store already lacks the deleted slice when handlers run.
-	if w.slicesFrom(source) == 0 {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok && w.slicesFrom(s.Labels[mcsv1beta1.LabelSourceCluster]) == 0 {
+		source := s.Labels[mcsv1beta1.LabelSourceCluster]
 		w.mu.Lock()
 		w.emptySince[source] = time.Now()
 		w.mu.Unlock()
@@ -163,9 +150,8 @@ func isReady(ep discoveryv1.Endpoint) bool { return ptr.Deref(ep.Conditions.Read
 
 // readyPod is a Pod of the origin as our watch saw it turn ready.
 type readyPod struct {
-	service, ip string
-	observed    time.Time
-	condition   time.Time
+	service, ip         string
+	observed, condition time.Time
 }
 
 // podWatch remembers the origin's Pods that have turned ready, by name.
@@ -209,11 +195,11 @@ type MCSRun struct {
 // StartMCS starts watching every member's imported EndpointSlices and the first member's Pods in
 // the benchmark namespace. Close stops the watches.
 func StartMCS(ctx context.Context, cs *localset.ClusterSet, opts MCSOptions) (run *MCSRun, err error) {
-	if len(cs.Members) < 2 {
-		return nil, fmt.Errorf("need two members, have %v", cs.Members)
+	if len(cs.Members) < 2 || opts.Samples < 1 || opts.Samples > opts.Services {
+		return nil, fmt.Errorf("need two members (have %v) and 1 <= samples (%d) <= services (%d)", cs.Members, opts.Samples, opts.Services)
 	}
-	if opts.Services < 1 || opts.Samples < 1 || opts.Samples > opts.Services {
-		return nil, fmt.Errorf("need 1 <= samples (%d) <= services (%d)", opts.Samples, opts.Services)
+	if opts.Log == nil {
+		opts.Log = io.Discard
 	}
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
@@ -260,9 +246,7 @@ func StartMCS(ctx context.Context, cs *localset.ClusterSet, opts MCSOptions) (ru
 func (r *MCSRun) Close() { r.stop() }
 
 func (r *MCSRun) logf(format string, args ...any) {
-	if r.opts.Log != nil {
-		fmt.Fprintf(r.opts.Log, "[mcs] "+format+"\n", args...)
-	}
+	fmt.Fprintf(r.opts.Log, "[mcs] "+format+"\n", args...)
 }
 
 func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
@@ -274,16 +258,8 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 	origin := r.cs.Members[0]
 	result := &Propagation{Origin: origin}
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, len(r.cs.Members))
-	for i, m := range r.cs.Members {
-		wg.Go(func() { errs[i] = r.createServices(ctx, m) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("creating Services in %s: %w", r.cs.Members[i], err)
-		}
+	if err := r.createServices(ctx); err != nil {
+		return nil, fmt.Errorf("creating Services: %w", err)
 	}
 	r.logf("created %d exported Services in each of %v in %s", r.opts.Services, r.cs.Members, time.Since(start).Round(time.Millisecond))
 	if err := r.waitImported(ctx); err != nil {
@@ -357,23 +333,35 @@ func (r *MCSRun) arrivals(origin string, before map[string]readyPod, sampled map
 	return out
 }
 
-func (r *MCSRun) createServices(ctx context.Context, member string) error {
-	c, err := r.cs.Client(member)
-	if err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}
-	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return err
-	}
-	for i := range r.opts.Services {
-		for _, obj := range exportedService(serviceName(i)) {
-			if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
-				return err
-			}
+// createServices writes from a few goroutines per member: setup, not measured, but slow in series.
+func (r *MCSRun) createServices(ctx context.Context) error {
+	const writers = 8
+	errs := make([]error, writers*len(r.cs.Members))
+	var wg sync.WaitGroup
+	for m, member := range r.cs.Members {
+		c, err := r.cs.Client(member)
+		if err != nil {
+			return err
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}
+		if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+		for w := range writers {
+			wg.Go(func() {
+				for i := w; i < r.opts.Services && errs[m*writers+w] == nil; i += writers {
+					for _, obj := range exportedService(serviceName(i)) {
+						if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+							errs[m*writers+w] = fmt.Errorf("%s: %w", member, err)
+							break
+						}
+					}
+				}
+			})
 		}
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // waitImported waits until every member lists ready endpoints from every member for every
@@ -401,7 +389,7 @@ func (r *MCSRun) waitImported(ctx context.Context) error {
 			}
 			ready := 0
 			for _, si := range list.Items {
-				if readyCondition(si.Status.Conditions) && len(si.Status.Clusters) == len(r.cs.Members) {
+				if meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)) && len(si.Status.Clusters) == len(r.cs.Members) {
 					ready++
 				}
 			}
@@ -412,15 +400,6 @@ func (r *MCSRun) waitImported(ctx context.Context) error {
 		}
 		return true, nil
 	})
-}
-
-func readyCondition(conds []metav1.Condition) bool {
-	for _, c := range conds {
-		if c.Type == string(mcsv1beta1.ServiceImportConditionReady) {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // exportedService is a one-Pod Deployment, its Service and the ServiceExport.
@@ -475,10 +454,10 @@ func (r *MCSRun) LoseCluster(ctx context.Context, lost string, stop func() error
 	if err := brokerClient.Get(ctx, key, lease); err != nil {
 		return nil, fmt.Errorf("reading %s's Lease: %w", lost, err)
 	}
-	expiry, err := leaseExpiry(lease)
-	if err != nil {
-		return nil, err
+	if lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return nil, fmt.Errorf("%s's Lease has no renewTime or duration", lost)
 	}
+	expiry := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
 	r.logf("%s's Lease expires at %s (%s after the stop)", lost, expiry.Format(time.RFC3339Nano), expiry.Sub(stopped).Round(time.Millisecond))
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.Timeout, true, func(context.Context) (bool, error) {
 		for _, w := range withdrawals {
@@ -508,21 +487,13 @@ func (r *MCSRun) LoseCluster(ctx context.Context, lost string, stop func() error
 	return withdrawals, nil
 }
 
-func leaseExpiry(l *coordinationv1.Lease) (time.Time, error) {
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		return time.Time{}, fmt.Errorf("Lease %s has no renewTime or duration", l.Name)
-	}
-	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), nil
-}
-
 // Percentile returns the nearest-rank p-th percentile (0 < p <= 100) of ds, which it does not
 // modify; 0 for no values or a p out of range.
 func Percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 || !(p > 0 && p <= 100) {
 		return 0
 	}
-	sorted := slices.Clone(ds)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	sorted := slices.Sorted(slices.Values(ds))
 	rank := min(max(int(math.Ceil(p/100*float64(len(sorted)))), 1), len(sorted))
 	return sorted[rank-1]
 }
