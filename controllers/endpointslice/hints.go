@@ -251,15 +251,17 @@ func (r *Reconciler) reportHints(svc *corev1.Service, decisions []hintDecision) 
 		if prev == state || (!known && d.mode == hintsNone) {
 			continue
 		}
+		// The events API folds events that differ only in their note into one series, so the
+		// reason code goes into the action too: each distinct reason stays visible.
 		switch {
 		case d.enabled:
 			r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "TopologyAwareHintsEnabled", "UpdateHints",
 				"Topology aware hints enabled for %s endpoints (%s)", d.addressType, d.mode)
 		case d.mode == hintsNone:
-			r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "TopologyAwareHintsDisabled", "UpdateHints",
+			r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "TopologyAwareHintsDisabled", d.reason,
 				"Topology aware hints removed from %s endpoints: %s (%s)", d.addressType, d.reason, d.message)
 		default:
-			r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "TopologyAwareHintsDisabled", "UpdateHints",
+			r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "TopologyAwareHintsDisabled", d.reason,
 				"Topology aware hints (%s) not applied to %s endpoints: %s (%s)", d.mode, d.addressType, d.reason, d.message)
 		}
 	}
