@@ -36,18 +36,17 @@ import (
 // mcsNamespace holds the exported Services in every member.
 const mcsNamespace = "bench-mcs"
 
-// MCSOptions size the multi-cluster propagation measurement.
+// MCSOptions size the measurement: every member exports Services (same names everywhere, headless
+// ones make Headless imports without derived Services); Samples of them get one more ready
+// endpoint in the first member, ChangeInterval apart so each latency is one change's, not a
+// burst's queue; Seed picks the sample.
 type MCSOptions struct {
-	// Services is how many Services every member exports (same names everywhere).
-	Services int
-	// Samples is how many of them get one more ready endpoint in the origin member.
-	Samples int
-	// ChangeInterval spaces the scale-ups, so each latency is one change's, not a burst's queue.
-	ChangeInterval time.Duration
-	// Seed picks the sample.
-	Seed    uint64
-	Timeout time.Duration
-	Log     io.Writer
+	Services, Samples int
+	Headless          bool
+	ChangeInterval    time.Duration
+	Seed              uint64
+	Timeout           time.Duration
+	Log               io.Writer
 }
 
 // Propagation holds, per (sampled Service, other member) pair, the time from the new endpoint
@@ -183,7 +182,7 @@ func (w *podWatch) snapshot() map[string]readyPod {
 	return maps.Clone(w.ready)
 }
 
-// MCSRun holds the watches of one ClusterSet between the two measurements.
+// MCSRun holds the watches between the two measurements.
 type MCSRun struct {
 	cs      *localset.ClusterSet
 	opts    MCSOptions
@@ -333,7 +332,7 @@ func (r *MCSRun) arrivals(origin string, before map[string]readyPod, sampled map
 	return out
 }
 
-// createServices writes from a few goroutines per member: setup, not measured, but slow in series.
+// createServices writes from a few goroutines per member (setup is slow in series).
 func (r *MCSRun) createServices(ctx context.Context) error {
 	const writers = 8
 	errs := make([]error, writers*len(r.cs.Members))
@@ -350,7 +349,7 @@ func (r *MCSRun) createServices(ctx context.Context) error {
 		for w := range writers {
 			wg.Go(func() {
 				for i := w; i < r.opts.Services && errs[m*writers+w] == nil; i += writers {
-					for _, obj := range exportedService(serviceName(i)) {
+					for _, obj := range exportedService(serviceName(i), r.opts.Headless) {
 						if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
 							errs[m*writers+w] = fmt.Errorf("%s: %w", member, err)
 							break
@@ -403,7 +402,7 @@ func (r *MCSRun) waitImported(ctx context.Context) error {
 }
 
 // exportedService is a one-Pod Deployment, its Service and the ServiceExport.
-func exportedService(name string) []client.Object {
+func exportedService(name string, headless bool) []client.Object {
 	labels := map[string]string{"app": name}
 	return []client.Object{
 		&appsv1.Deployment{
@@ -423,8 +422,8 @@ func exportedService(name string) []client.Object {
 		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name},
 			Spec: corev1.ServiceSpec{
-				Selector: labels,
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
+				Selector: labels, ClusterIP: map[bool]string{true: corev1.ClusterIPNone}[headless],
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 			},
 		},
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name}},
