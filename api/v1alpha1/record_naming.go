@@ -4,10 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/names"
 )
 
 // Labels on every object a member writes into the broker namespace, so that any member can
@@ -74,26 +75,9 @@ func hashedRecordName(clusterID, namespace, name string) string {
 	}
 	sum := hex.EncodeToString(digest.Sum(nil))[:hashedNameDigestHexLen]
 
-	prefix := sanitizeLabel(clusterID+"-"+namespace+"-"+name, hashedNamePrefixMax)
+	prefix := names.DNSLabelPart(clusterID+"-"+namespace+"-"+name, hashedNamePrefixMax)
 	if prefix == "" {
 		prefix = "record"
 	}
 	return prefix + "." + sum
-}
-
-// sanitizeLabel lowercases s, turns anything outside [a-z0-9-] into '-', cuts it to max bytes
-// and trims dashes from both ends, giving a valid DNS-1123 label or "".
-func sanitizeLabel(s string, max int) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if b.Len() >= max {
-			break
-		}
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	return strings.Trim(b.String(), "-")
 }

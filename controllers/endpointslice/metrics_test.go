@@ -3,48 +3,15 @@ package endpointslice_test
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	dto "github.com/prometheus/client_model/go"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
-// metricValue sums a metric's samples: counter and gauge values, histogram sample counts.
+// metricValue reads a metric from controller-runtime's registry.
 func metricValue(g Gomega, name string, labels map[string]string) (float64, bool) {
-	families, err := metrics.Registry.Gather()
+	v, ok, err := testutil.MetricValue(name, labels)
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		total := 0.0
-		for _, m := range f.GetMetric() {
-			if !hasLabels(m, labels) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				total += m.Counter.GetValue()
-			case m.Gauge != nil:
-				total += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				total += float64(m.Histogram.GetSampleCount())
-			}
-		}
-		return total, true
-	}
-	return 0, false
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	for k, v := range want {
-		found := false
-		for _, l := range m.GetLabel() {
-			found = found || (l.GetName() == k && l.GetValue() == v)
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
+	return v, ok
 }
 
 var _ = Describe("metrics", func() {

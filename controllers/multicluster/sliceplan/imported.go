@@ -10,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/names"
 )
 
 const (
@@ -45,28 +47,11 @@ func ImportedName(service, cluster, sourceSlice string) string {
 		text string
 		max  int
 	}{{service, importedServicePartMax}, {cluster, importedClusterPartMax}} {
-		if s := dnsLabelPart(p.text, p.max); s != "" {
+		if s := names.DNSLabelPart(p.text, p.max); s != "" {
 			parts = append(parts, s)
 		}
 	}
 	return strings.Join(append(parts, sum), "-")
-}
-
-// dnsLabelPart lowercases s, maps anything outside [a-z0-9-] to '-', cuts it to max bytes and
-// trims dashes, so that joining parts with '-' and a hex digest gives a valid DNS label.
-func dnsLabelPart(s string, max int) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		if b.Len() >= max {
-			break
-		}
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	return strings.Trim(b.String(), "-")
 }
 
 // Imported returns the imported slices of target, one per source slice, ordered by name.
