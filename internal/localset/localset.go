@@ -26,6 +26,9 @@ import (
 // BrokerName is the kwok cluster name of the broker control plane.
 const BrokerName = "broker"
 
+// serviceCIDR is every member's Service IP range; Pod CIDRs are 10.<member>.<node>.0/24.
+const serviceCIDR = "10.96.0.0/16"
+
 // stateFile records what `Up` created so `Down` and `Status` work from any later process.
 const stateFile = "clusterset.json"
 
@@ -116,7 +119,9 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 		return cs, err
 	}
 	for _, name := range cs.Members {
-		args := []string{}
+		// kube-apiserver's default Service range is a /24: about 250 ClusterIPs, too few for
+		// hundreds of exported Services (each ClusterSetIP import takes one more).
+		args := []string{"--extra-args", "kube-apiserver=service-cluster-ip-range=" + serviceCIDR}
 		if opts.DisableQPSLimits {
 			args = append(args, "--disable-qps-limits")
 		}
