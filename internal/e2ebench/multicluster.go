@@ -271,7 +271,7 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 	if err != nil {
 		return nil, err
 	}
-	before := r.pods.snapshot()
+	scaling := time.Now()
 	rng := rand.New(rand.NewPCG(r.opts.Seed, r.opts.Seed^0x9e3779b97f4a7c15))
 	sample := rng.Perm(r.opts.Services)[:r.opts.Samples]
 	sampled := map[string]bool{}
@@ -294,7 +294,7 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 	// Reading our in-memory watch results, not the API: cheap and as fresh as the watches.
 	var seen *Propagation
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.Timeout, true, func(context.Context) (bool, error) {
-		seen = r.arrivals(origin, before, sampled)
+		seen = r.arrivals(origin, scaling, sampled)
 		return seen.Missing == 0, nil
 	})
 	result.FromWatch, result.FromCondition, result.Missing = seen.FromWatch, seen.FromCondition, seen.Missing
@@ -306,10 +306,10 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 }
 
 // arrivals pairs each sampled Service's new ready Pod with its arrival in every other member.
-func (r *MCSRun) arrivals(origin string, before map[string]readyPod, sampled map[string]bool) *Propagation {
+func (r *MCSRun) arrivals(origin string, scaling time.Time, sampled map[string]bool) *Propagation {
 	newPods := map[string]readyPod{}
-	for name, p := range r.pods.snapshot() {
-		if _, old := before[name]; !old && sampled[p.service] {
+	for _, p := range r.pods.snapshot() {
+		if p.observed.After(scaling) && sampled[p.service] {
 			newPods[p.service] = p
 		}
 	}
