@@ -89,6 +89,10 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	if err := crds.Install(ctx, c, defs); err != nil {
 		return err
 	}
+	// A fresh client: the first one may have cached API discovery from before the CRDs existed.
+	if c, err = cs.Client(name); err != nil {
+		return err
+	}
 	// The member's ClusterSet identity, as KEP-2149 defines it.
 	if err := clusterid.Ensure(ctx, c, name); err != nil {
 		return err

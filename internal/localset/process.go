@@ -66,13 +66,15 @@ func (p *Process) Stop(grace time.Duration) error {
 		return err
 	}
 	select {
-	case <-p.done:
+	case err := <-p.done:
+		p.done <- err // keep the result for Exited and later Stops
 		return nil
 	case <-time.After(grace):
 		if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return err
 		}
-		<-p.done
+		err := <-p.done
+		p.done <- err
 		return fmt.Errorf("%s (pid %d) did not stop within %s and was killed", p.Name, p.cmd.Process.Pid, grace)
 	}
 }
