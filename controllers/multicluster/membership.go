@@ -29,6 +29,8 @@ type membership struct {
 	namespace       string
 	defaultDuration time.Duration
 	reader          client.Reader // the broker cache
+	// withdraw, when set, removes a lost cluster's imported slices at once.
+	withdraw func(ctx context.Context, cluster string) error
 
 	mu          sync.RWMutex
 	verdict     liveness.Verdict
@@ -96,6 +98,12 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		clusterTransitions.WithLabelValues(m.self, cluster, state).Inc()
 		log.Info("peer liveness changed", "cluster", cluster, "state", state,
 			"leaseExpiry", next.Expiries[cluster], "reference", next.Reference)
+		if state == "lost" && m.withdraw != nil {
+			if err := m.withdraw(ctx, cluster); err != nil {
+				// The import controller withdraws them too, one ServiceImport at a time.
+				log.Error(err, "bulk withdrawal of a lost cluster's endpoints failed", "cluster", cluster)
+			}
+		}
 	}
 	announcements := make([]event.GenericEvent, 0, len(change.Clusters)+1)
 	if change.Everyone {

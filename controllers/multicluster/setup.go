@@ -75,6 +75,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 
 	leaving := &atomic.Bool{}
 	members := newMembership(self, opts.BrokerNamespace, opts.LeaseDuration, brokerCluster.GetClient())
+	members.withdraw = withdrawer{reader: mgr.GetClient(), writer: mgr.GetClient()}.withdraw
 	recorder := mgr.GetEventRecorder("fleetslice-multicluster")
 
 	if err := mgr.Add(&leaseRenewer{
