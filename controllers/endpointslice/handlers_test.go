@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,5 +78,30 @@ func TestPodChangesQueueSelectingServicesWithTheBatchPeriod(t *testing.T) {
 	r.podChanged(context.Background(), newPod, noisy, q)
 	if len(q.delays) != 0 {
 		t.Fatalf("irrelevant Pod updates must not sync, got %v", q.delays)
+	}
+}
+
+func TestNodeZoneChangeQueuesServicesWithPodsOnTheNode(t *testing.T) {
+	web := testService()
+	other := testService()
+	other.Name, other.Spec.Selector = "other", map[string]string{"app": "other"}
+	onNode := pod("a", map[string]string{"app": "web"}, "10.0.0.1", true)
+	onNode.Spec.NodeName = "n1"
+	elsewhere := pod("b", map[string]string{"app": "other"}, "10.0.0.2", true)
+	elsewhere.Spec.NodeName = "n2"
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(web, other, onNode, elsewhere).
+		WithIndex(&corev1.Pod{}, podNodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Service{}, serviceModeIndex, func(o client.Object) []string { return []string{string(modeOf(o.(*corev1.Service)))} }).
+		Build()
+	r := testReconciler(t)
+	r.Client = c
+	q := newRecordingQueue()
+	oldNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelTopologyZone: "a"}}}
+	newNode := oldNode.DeepCopy()
+	newNode.Labels[corev1.LabelTopologyZone] = "b"
+	r.nodeChanged(context.Background(), oldNode, newNode, q)
+	want := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: web.Namespace, Name: web.Name}}
+	if _, ok := q.delays[want]; !ok || len(q.delays) != 1 {
+		t.Fatalf("only the Service with a Pod on the Node must sync, got %v", q.delays)
 	}
 }

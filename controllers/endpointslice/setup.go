@@ -263,14 +263,37 @@ func (r *Reconciler) enqueueAutoTopologyServices(ctx context.Context, q queue) {
 	}
 }
 
-// enqueueServicesOnNode syncs every Service selecting a Pod on the Node.
+// enqueueServicesOnNode syncs every Service selecting a Pod on the Node, listing each namespace's
+// Services once rather than once per Pod.
 func (r *Reconciler) enqueueServicesOnNode(ctx context.Context, nodeName string, q queue) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeIndex: nodeName}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing Pods on a changed Node", "node", nodeName)
 		return
 	}
+	byNamespace := map[string][]labels.Set{}
 	for i := range pods.Items {
-		r.podChanged(ctx, nil, &pods.Items[i], q)
+		p := &pods.Items[i]
+		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], labels.Set(p.Labels))
+	}
+	for ns, podLabels := range byNamespace {
+		services := &corev1.ServiceList{}
+		if err := r.Client.List(ctx, services, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			log.FromContext(ctx).Error(err, "listing Services for a changed Node", "node", nodeName, "namespace", ns)
+			continue
+		}
+		for i := range services.Items {
+			svc := &services.Items[i]
+			if !hasSlices(svc) {
+				continue
+			}
+			selector := labels.SelectorFromValidatedSet(svc.Spec.Selector)
+			for _, l := range podLabels {
+				if selector.Matches(l) {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(svc)})
+					break
+				}
+			}
+		}
 	}
 }
