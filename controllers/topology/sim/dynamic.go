@@ -154,9 +154,16 @@ func (d *DynamicStats) merge(o DynamicStats) {
 	d.InZoneSum += o.InZoneSum
 }
 
+// replayers is how many algorithms a dynamic run compares.
+const replayers = 3
+
+// FleetsliceStateless names fleetslice's allocator run without its previous hints and state.
+const FleetsliceStateless = "fleetslice-stateless"
+
 // RunDynamic replays the same seeded random event sequences through fleetslice's allocator
-// (feeding back its previous hints and state) and through upstream's TopologyCache (kept across
-// events like its controller keeps it), and returns fleetslice's stats first.
+// (feeding back its previous hints and state), through upstream's TopologyCache (kept across
+// events like its controller keeps it) and through fleetslice's allocator without memory, and
+// returns their stats in that order.
 func RunDynamic(ctx context.Context, cfg DynamicConfig) ([]DynamicStats, error) {
 	start := time.Now()
 	if cfg.Threshold < 0 || cfg.Cases <= 0 || cfg.Steps <= 0 {
@@ -180,15 +187,15 @@ func RunDynamic(ctx context.Context, cfg DynamicConfig) ([]DynamicStats, error) 
 	if cfg.MinEndpointsPerZone > 0 {
 		opts.MinEndpointsPerZone = cfg.MinEndpointsPerZone
 	}
-	results := make([][2]DynamicStats, len(starts))
+	results := make([][replayers]DynamicStats, len(starts))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			algs := [2]replayer{newOursReplayer(opts), newUpstreamReplayer()}
-			thresholds := [2]float64{cfg.Threshold, UpstreamThreshold}
+			algs := [replayers]replayer{newOursReplayer(opts, false), newUpstreamReplayer(), newOursReplayer(opts, true)}
+			thresholds := [replayers]float64{cfg.Threshold, UpstreamThreshold, cfg.Threshold}
 			for i := range next {
 				for a := range algs {
 					results[i][a] = replayCase(starts[i], cfg, uint64(i), algs[a], thresholds[a])
@@ -208,10 +215,15 @@ feed:
 	}
 	close(next)
 	wg.Wait()
-	out := []DynamicStats{{Algorithm: Fleetslice, Threshold: cfg.Threshold}, {Algorithm: Upstream, Threshold: UpstreamThreshold}}
+	out := []DynamicStats{
+		{Algorithm: Fleetslice, Threshold: cfg.Threshold},
+		{Algorithm: Upstream, Threshold: UpstreamThreshold},
+		{Algorithm: FleetsliceStateless, Threshold: cfg.Threshold},
+	}
 	for i := range results {
-		out[0].merge(results[i][0])
-		out[1].merge(results[i][1])
+		for a := range out {
+			out[a].merge(results[i][a])
+		}
 	}
 	for i := range out {
 		out[i].Elapsed = time.Since(start)
@@ -262,20 +274,23 @@ func replayCase(c Case, cfg DynamicConfig, caseIndex uint64, alg replayer, thres
 
 // oursReplayer feeds fleetslice's allocator its previous hints and on/off state.
 type oursReplayer struct {
-	opts    topology.Options
-	planner topology.Planner
-	zones   []topology.Zone
-	eps     []topology.Endpoint
-	hints   map[int]int // by endpoint id; nil when off
-	enabled bool
+	// stateless forgets the previous hints and state, as if every event hit a new Service: the
+	// baseline that shows what laziness and hysteresis save and what they cost in-zone.
+	stateless bool
+	opts      topology.Options
+	planner   topology.Planner
+	zones     []topology.Zone
+	eps       []topology.Endpoint
+	hints     map[int]int // by endpoint id; nil when off
+	enabled   bool
 }
 
-func newOursReplayer(opts topology.Options) *oursReplayer {
+func newOursReplayer(opts topology.Options, stateless bool) *oursReplayer {
 	zones := make([]topology.Zone, Zones)
 	for z := range Zones {
 		zones[z].Name = zoneNames[z]
 	}
-	return &oursReplayer{opts: opts, zones: zones}
+	return &oursReplayer{opts: opts, zones: zones, stateless: stateless}
 }
 
 func (o *oursReplayer) reset(w *world) {
@@ -290,13 +305,13 @@ func (o *oursReplayer) step(w *world, ev Event) (map[int]int, int) {
 	o.eps = o.eps[:0]
 	for _, ep := range w.endpoints {
 		e := topology.Endpoint{Key: strconv.Itoa(ep.id), Zone: zoneNames[ep.zone]}
-		if h, ok := o.hints[ep.id]; ok {
+		if h, ok := o.hints[ep.id]; ok && !o.stateless {
 			e.Hint = zoneNames[h]
 		}
 		o.eps = append(o.eps, e)
 	}
 	opts := o.opts
-	opts.EnabledBefore = o.enabled
+	opts.EnabledBefore = o.enabled && !o.stateless
 	res := topology.AllocateWith(&o.planner, o.zones, o.eps, opts)
 	o.enabled = res.Enabled
 	var next map[int]int

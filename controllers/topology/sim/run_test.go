@@ -121,6 +121,10 @@ func TestDynamicReplaysBothAlgorithms(t *testing.T) {
 	if a[1].Events != b[1].Events || a[1].HintedSteps == 0 {
 		t.Fatalf("upstream replay: %+v", a[1])
 	}
+	// Without memory every event re-plans from scratch: never fewer changes than with it.
+	if a[2].Algorithm != FleetsliceStateless || a[2].OverSteps != 0 || a[2].HintChanges < a[0].HintChanges {
+		t.Fatalf("stateless %+v vs lazy %+v", a[2], a[0])
+	}
 	if a[0].Algorithm != Fleetslice || a[0].OverSteps != 0 || a[0].MaxOverload > 0.25+1e-9 {
 		t.Fatalf("fleetslice broke its bound in dynamic mode: %+v", a[0])
 	}
