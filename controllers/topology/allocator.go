@@ -71,11 +71,11 @@ func AllocateWith(p *Planner, zones []Zone, endpoints []Endpoint, opts Options) 
 	if err != nil {
 		return disabled(InvalidOptions, endpoints, "%v", err)
 	}
-	return p.assign(zones, index, endpoints)
+	return p.assign(index, endpoints)
 }
 
 // assign turns the plan's counts back into one hint per endpoint.
-func (p *Planner) assign(zones []Zone, index map[string]int, endpoints []Endpoint) Result {
+func (p *Planner) assign(index map[string]int, endpoints []Endpoint) Result {
 	n := len(p.PerZone)
 	names := make([]string, n)
 	for name, i := range index {
