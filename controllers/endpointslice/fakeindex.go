@@ -6,8 +6,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// FieldIndex is one field index the reconciler lists through. A manager's cache gets them from
-// SetupWithManager; readers that stand in for that cache (a fake client, the benchmark's in-memory
+// FieldIndex is one field index the reconciler lists through. SetupWithManager registers them
+// in the manager's cache; readers that stand in for that cache (a fake client, the benchmark's in-memory
 // store) register them from FieldIndexes, so they answer the reconciler's field selectors the same
 // way.
 type FieldIndex struct {

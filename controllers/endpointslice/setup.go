@@ -2,6 +2,7 @@ package endpointslice
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"time"
@@ -55,27 +56,10 @@ func syncRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 
 // SetupWithManager registers the indexes, watches and the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &discoveryv1.EndpointSlice{}, sliceServiceIndex, func(o client.Object) []string {
-		if name := o.GetLabels()[discoveryv1.LabelServiceName]; name != "" {
-			return []string{name}
+	for _, index := range FieldIndexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, index.Object, index.Field, index.Extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", index.Object, index.Field, err)
 		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
-		if node := o.(*corev1.Pod).Spec.NodeName; node != "" {
-			return []string{node}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := indexer.IndexField(ctx, &corev1.Service{}, serviceModeIndex, func(o client.Object) []string {
-		return []string{string(modeOf(o.(*corev1.Service)))}
-	}); err != nil {
-		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
