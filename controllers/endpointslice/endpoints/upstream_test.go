@@ -11,16 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	upstream "k8s.io/endpointslice"
-	upstreamutil "k8s.io/endpointslice/util"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 // upstreamSets runs the upstream reconciler (k8s.io/endpointslice v0.37.2)
@@ -28,26 +22,11 @@ import (
 // It is the oracle for "semantics equal to upstream".
 func upstreamSets(t *testing.T, svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.Node) map[string][]discoveryv1.Endpoint {
 	t.Helper()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	nodeList := make([]*corev1.Node, 0, len(nodes))
 	for _, n := range nodes {
-		if err := indexer.Add(n); err != nil {
-			t.Fatal(err)
-		}
+		nodeList = append(nodeList, n)
 	}
-	client := fake.NewClientset()
-	// The fake API server does not implement generateName; without names
-	// every create after the first would collide.
-	created := 0
-	client.PrependReactor("create", "endpointslices", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		slice := action.(clienttesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice)
-		if slice.Name == "" {
-			created++
-			slice.Name = fmt.Sprintf("%s%d", slice.GenerateName, created)
-		}
-		return false, nil, nil
-	})
-	r := upstream.NewReconciler(client, corelisters.NewNodeLister(indexer), 1000,
-		upstreamutil.NewEndpointSliceTracker(), nil, record.NewFakeRecorder(100), "upstream")
+	r, client := testutil.UpstreamReconciler(t, nodeList, 1000)
 	// Errors only report Pods on unknown Nodes; the slices are written anyway.
 	_ = r.Reconcile(logr.Discard(), svc, pods, nil, time.Time{})
 	list, err := client.DiscoveryV1().EndpointSlices(svc.Namespace).List(context.Background(), metav1.ListOptions{})

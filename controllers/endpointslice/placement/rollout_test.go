@@ -11,19 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	upstream "k8s.io/endpointslice"
-	upstreamutil "k8s.io/endpointslice/util"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 // rollout replays a Deployment rolling update (maxSurge 25%, maxUnavailable
@@ -99,22 +92,7 @@ func (s rolloutStats) String() string {
 // upstreamRollout runs the rollout through the upstream reconciler.
 func upstreamRollout(t *testing.T, replicas int) rolloutStats {
 	svc := rolloutService()
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := indexer.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}); err != nil {
-		t.Fatal(err)
-	}
-	client := fake.NewClientset()
-	named := 0
-	client.PrependReactor("create", "endpointslices", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		s := action.(clienttesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice)
-		if s.Name == "" {
-			named++
-			s.Name = fmt.Sprintf("%s%d", s.GenerateName, named)
-		}
-		return false, nil, nil
-	})
-	r := upstream.NewReconciler(client, corelisters.NewNodeLister(indexer), 100,
-		upstreamutil.NewEndpointSliceTracker(), nil, record.NewFakeRecorder(1000), "upstream")
+	r, client := testutil.UpstreamReconciler(t, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}}, 100)
 	var stats rolloutStats
 	rollout(replicas, func(pods []*corev1.Pod) {
 		list, err := client.DiscoveryV1().EndpointSlices("ns").List(context.Background(), metav1.ListOptions{})
