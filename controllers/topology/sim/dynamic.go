@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/fleetslice/fleetslice/controllers/topology"
@@ -188,33 +187,21 @@ func RunDynamic(ctx context.Context, cfg DynamicConfig) ([]DynamicStats, error) 
 		opts.MinEndpointsPerZone = cfg.MinEndpointsPerZone
 	}
 	results := make([][replayers]DynamicStats, len(starts))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			algs := [replayers]replayer{newOursReplayer(opts, false), newUpstreamReplayer(), newOursReplayer(opts, true)}
-			thresholds := [replayers]float64{cfg.Threshold, UpstreamThreshold, cfg.Threshold}
-			for i := range next {
-				for a := range algs {
-					results[i][a] = replayCase(starts[i], cfg, uint64(i), algs[a], thresholds[a])
-				}
-			}
-		}()
+	type worker struct {
+		algs       [replayers]replayer
+		thresholds [replayers]float64
 	}
-	var err error
-feed:
-	for i := range starts {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+	newWorker := func() worker {
+		return worker{
+			algs:       [replayers]replayer{newOursReplayer(opts, false), newUpstreamReplayer(), newOursReplayer(opts, true)},
+			thresholds: [replayers]float64{cfg.Threshold, UpstreamThreshold, cfg.Threshold},
 		}
 	}
-	close(next)
-	wg.Wait()
+	err := parallelFor(ctx, len(starts), workers, newWorker, func(w worker, i int) {
+		for a := range w.algs {
+			results[i][a] = replayCase(starts[i], cfg, uint64(i), w.algs[a], w.thresholds[a])
+		}
+	})
 	out := []DynamicStats{
 		{Algorithm: Fleetslice, Threshold: cfg.Threshold},
 		{Algorithm: Upstream, Threshold: UpstreamThreshold},

@@ -38,50 +38,36 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	results := make([]Stats, len(secs))
-	next := make(chan int)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			alg, _ := NewAlgorithm(cfg.Settings)
-			var plan Plan
-			for i := range next {
-				st := Stats{Threshold: thresholdOf(cfg.Settings)}
-				secs[i].forEach(func(j int, c Case) {
-					if !pick.picks(offsets[i] + j) {
-						return
-					}
-					if alg.Plan(c, &plan) {
-						st.Add(Evaluate(c, &plan))
-					} else {
-						st.Add(Evaluate(c, nil))
-					}
-				})
-				results[i] = st
-				if cfg.Progress != nil {
-					mu.Lock()
-					done += secs[i].size()
-					cfg.Progress(done, total)
-					mu.Unlock()
-				}
+	type worker struct {
+		alg  Algorithm
+		plan *Plan
+	}
+	newWorker := func() worker {
+		alg, _ := NewAlgorithm(cfg.Settings)
+		return worker{alg: alg, plan: &Plan{}}
+	}
+	err := parallelFor(ctx, len(secs), workers, newWorker, func(w worker, i int) {
+		st := Stats{Threshold: thresholdOf(cfg.Settings)}
+		secs[i].forEach(func(j int, c Case) {
+			if !pick.picks(offsets[i] + j) {
+				return
 			}
-		}()
-	}
-	var err error
-feed:
-	for i := range secs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+			if w.alg.Plan(c, w.plan) {
+				st.Add(Evaluate(c, w.plan))
+			} else {
+				st.Add(Evaluate(c, nil))
+			}
+		})
+		results[i] = st
+		if cfg.Progress != nil {
+			mu.Lock()
+			done += secs[i].size()
+			cfg.Progress(done, total)
+			mu.Unlock()
 		}
-	}
-	close(next)
-	wg.Wait()
+	})
 	out := Stats{Algorithm: cfg.Algorithm, Threshold: thresholdOf(cfg.Settings)}
 	for i := range results {
 		out.Merge(results[i])
