@@ -26,8 +26,12 @@ type conflictDescriber struct {
 	exports  int
 	reason   string
 	prefixes [2]string // [0] for the oldest export, [1] for every other one
-	// portOthers is the port clause for an export that lost no port itself.
-	portOthers     string
+	// portDiffering[0] tells the oldest export, [1] an export with the oldest's ports, which
+	// clusters export other ports.
+	portDiffering [2]string
+	// portClashes tells an export that lost no port itself which clusters did.
+	portClashes    string
+	ports          unitedPorts
 	lossesByReader map[string][]portLoss
 	reasons        []mcsv1beta1.ServiceExportConditionReason
 	fields         map[mcsv1beta1.ServiceExportConditionReason]*describedField
@@ -43,7 +47,7 @@ func newConflictDescriber(
 	oldest *Record,
 	exports int,
 	reasons []mcsv1beta1.ServiceExportConditionReason,
-	losses []portLoss,
+	ports unitedPorts,
 	fields map[mcsv1beta1.ServiceExportConditionReason]*fieldConflict,
 ) *conflictDescriber {
 	d := &conflictDescriber{
@@ -51,6 +55,7 @@ func newConflictDescriber(
 		service: oldest.ServiceNamespace + "/" + oldest.ServiceName,
 		exports: exports,
 		reasons: reasons,
+		ports:   ports,
 	}
 	if len(reasons) == 0 {
 		d.reason = string(mcsv1beta1.ServiceExportReasonNoConflicts)
@@ -69,17 +74,22 @@ func newConflictDescriber(
 			d.service, clusterRef(reader, d.oldest), exported)
 	}
 
-	if len(losses) > 0 {
+	if ports.conflict() {
+		n := len(ports.differing)
+		d.portDiffering[0] = fmt.Sprintf("%s %s other ports than this export", clusterList(ports.differing), exportOrExports(n))
+		d.portDiffering[1] = fmt.Sprintf("%s %s other ports than the oldest export (%s)", clusterList(ports.differing), exportOrExports(n), clusterRef("", d.oldest))
+	}
+	if len(ports.losses) > 0 {
 		d.lossesByReader = map[string][]portLoss{}
 		var losers []string
-		for _, loss := range losses {
+		for _, loss := range ports.losses {
 			if d.lossesByReader[loss.cluster] == nil {
 				losers = append(losers, loss.cluster)
 			}
 			d.lossesByReader[loss.cluster] = append(d.lossesByReader[loss.cluster], loss)
 		}
 		slices.Sort(losers)
-		d.portOthers = fmt.Sprintf("ports: %s %s ports that clash with older exports' ports; those are left out",
+		d.portClashes = fmt.Sprintf("%s %s ports that clash with older exports' ports, which are left out",
 			clusterList(losers), hasOrHave(len(losers)))
 	}
 
@@ -147,20 +157,33 @@ func (d *conflictDescriber) describe(cluster string) ClusterConflict {
 }
 
 func (d *conflictDescriber) describePorts(cluster string) string {
+	var clauses []string
 	own := d.lossesByReader[cluster]
-	if len(own) == 0 {
-		return d.portOthers
+	_, differs := slices.BinarySearch(d.ports.differing, cluster)
+	switch {
+	case len(own) > 0:
+		clashes := make([]string, 0, min(len(own), messagePortLimit))
+		for _, loss := range own[:min(len(own), messagePortLimit)] {
+			clashes = append(clashes, fmt.Sprintf("%s clashes with %s from %s, which is used",
+				describePort(loss.port), describePort(loss.winner), clusterRef(cluster, loss.winnerCluster)))
+		}
+		text := "this export's " + strings.Join(clashes, ", ")
+		if extra := len(own) - len(clashes); extra > 0 {
+			text += fmt.Sprintf(" and %d more", extra)
+		}
+		clauses = append(clauses, text)
+	case differs:
+		clauses = append(clauses, fmt.Sprintf("this export's ports differ from those of the oldest export (%s)", clusterRef(cluster, d.oldest)))
+	case cluster == d.oldest:
+		clauses = append(clauses, d.portDiffering[0])
+	default:
+		clauses = append(clauses, d.portDiffering[1])
 	}
-	clashes := make([]string, 0, min(len(own), messagePortLimit))
-	for _, loss := range own[:min(len(own), messagePortLimit)] {
-		clashes = append(clashes, fmt.Sprintf("%s clashes with %s from %s, which is used",
-			describePort(loss.port), describePort(loss.winner), clusterRef(cluster, loss.winnerCluster)))
+	if len(own) == 0 && d.portClashes != "" {
+		clauses = append(clauses, d.portClashes)
 	}
-	text := "ports: this export's " + strings.Join(clashes, ", ")
-	if extra := len(own) - len(clashes); extra > 0 {
-		text += fmt.Sprintf(" and %d more", extra)
-	}
-	return text
+	return "ports: " + strings.Join(clauses, ", and ") +
+		" (the import offers the union of the ports that do not clash; each reaches only the clusters that export it)"
 }
 
 // clusterRef names other, or says "this export" when the reader is that cluster.
@@ -187,6 +210,13 @@ func clusterList(clusters []string) string {
 		text += fmt.Sprintf(" and %d more", extra)
 	}
 	return text
+}
+
+func exportOrExports(n int) string {
+	if n == 1 {
+		return "exports"
+	}
+	return "export"
 }
 
 func hasOrHave(n int) string {

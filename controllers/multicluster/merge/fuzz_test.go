@@ -99,6 +99,7 @@ func FuzzMerge(f *testing.F) {
 		checkClustersAndConditions(t, records, result)
 		checkOldestWins(t, records, result)
 		checkPorts(t, records, result)
+		checkPortConflictIffSetsDiffer(t, records, result)
 
 		for _, r := range records {
 			if single := Merge([]Record{r}); len(single.Reasons) != 0 || single.Conflicts[0].Conflict {
@@ -247,5 +248,38 @@ func checkPorts(t *testing.T, records []Record, result Result) {
 		})
 	}) {
 		t.Fatalf("the oldest export's ports are not all merged: %v", merged)
+	}
+}
+
+// checkPortConflictIffSetsDiffer asserts the API's rule: PortConflict exactly when some
+// export's ports are not the oldest export's (as sets, protocol defaulted to TCP).
+func checkPortConflictIffSetsDiffer(t *testing.T, records []Record, result Result) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range records {
+		if seen[r.ClusterID] {
+			// Which record of a duplicated cluster takes part is Merge's choice; skip.
+			return
+		}
+		seen[r.ClusterID] = true
+	}
+	oldest := slices.MinFunc(records, func(a, b Record) int { return compareAge(&a, &b) })
+	subset := func(a, b []mcsv1beta1.ServicePort) bool {
+		for _, p := range a {
+			if !slices.ContainsFunc(b, func(q mcsv1beta1.ServicePort) bool { return samePort(p, q) }) {
+				return false
+			}
+		}
+		return true
+	}
+	want := false
+	for _, r := range records {
+		mine, theirs := distinctPorts(r.Ports), distinctPorts(oldest.Ports)
+		if !subset(mine, theirs) || !subset(theirs, mine) {
+			want = true
+		}
+	}
+	if got := slices.Contains(result.Reasons, mcsv1beta1.ServiceExportReasonPortConflict); got != want {
+		t.Fatalf("PortConflict = %v, want %v (ports differ from the oldest's): %+v", got, want, records)
 	}
 }

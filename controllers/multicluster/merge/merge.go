@@ -6,8 +6,10 @@
 //     every field that cannot simply be merged.
 //   - Ports are the union of all exports' ports, merged by name first, then by protocol and
 //     port number. A port clashing with an older one (same name but another protocol, number or
-//     appProtocol; or another name but the same protocol and number) is dropped and raises
-//     PortConflict. Ports of different names and numbers just add up.
+//     appProtocol; or another name but the same protocol and number) is dropped. Any export
+//     whose port set is not the oldest's raises PortConflict, as the API defines it ("the
+//     ports are not identical in all the constituent Services"): ports of different names and
+//     numbers still add up, but each reaches only the clusters that export it.
 //   - Type, sessionAffinity, sessionAffinityConfig, internalTrafficPolicy, trafficDistribution,
 //     ipFamilies, exportedLabels and exportedAnnotations each raise their own reason when any
 //     export differs from the oldest. Unset values compare equal to the API defaults (None
@@ -141,7 +143,7 @@ func Merge(records []Record) Result {
 	}
 
 	fieldConflicts := findFieldConflicts(ordered)
-	result.Reasons = conflictReasons(len(ports.losses) > 0, fieldConflicts)
+	result.Reasons = conflictReasons(ports.conflict(), fieldConflicts)
 
 	result.Clusters = make([]string, len(ordered))
 	for i := range ordered {
@@ -149,7 +151,7 @@ func Merge(records []Record) Result {
 	}
 	slices.Sort(result.Clusters)
 
-	describer := newConflictDescriber(oldest, len(ordered), result.Reasons, ports.losses, fieldConflicts)
+	describer := newConflictDescriber(oldest, len(ordered), result.Reasons, ports, fieldConflicts)
 	result.Conflicts = make([]ClusterConflict, len(result.Clusters))
 	for i, cluster := range result.Clusters {
 		result.Conflicts[i] = describer.describe(cluster)

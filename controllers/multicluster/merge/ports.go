@@ -22,7 +22,16 @@ type unitedPorts struct {
 	// merged is sorted by name, protocol and port.
 	merged []mcsv1beta1.ServicePort
 	losses []portLoss
+	// differing lists, sorted, the clusters whose port set is not the oldest export's. Every
+	// cluster with a loss is among them: the oldest export's ports are all merged, so an
+	// export with exactly those ports cannot lose one.
+	differing []string
 }
+
+// conflict says whether the exports disagree on ports. The API asks for PortConflict
+// whenever the ports are not identical in all the constituent Services, even when they
+// merge without a clash: a port then reaches only the clusters that export it.
+func (u unitedPorts) conflict() bool { return len(u.differing) > 0 }
 
 type protocolPort struct {
 	protocol string
@@ -63,6 +72,17 @@ func unitePorts(ordered []*Record) unitedPorts {
 		}
 	}
 
+	var differing []string
+	if len(ordered) > 0 {
+		oldestSet := portSet(ordered[0].Ports)
+		for _, record := range ordered[1:] {
+			if !slices.Equal(portSet(record.Ports), oldestSet) {
+				differing = append(differing, record.ClusterID)
+			}
+		}
+		slices.Sort(differing)
+	}
+
 	var merged []mcsv1beta1.ServicePort
 	for _, t := range all {
 		port := t.port
@@ -70,7 +90,18 @@ func unitePorts(ordered []*Record) unitedPorts {
 		merged = append(merged, port)
 	}
 	slices.SortFunc(merged, comparePorts)
-	return unitedPorts{merged: merged, losses: losses}
+	return unitedPorts{merged: merged, losses: losses, differing: differing}
+}
+
+// portSet is an export's distinct ports in a canonical form (protocol defaulted, sorted),
+// so that two exports of the same ports compare equal whatever order or spelling they use.
+func portSet(ports []mcsv1beta1.ServicePort) []string {
+	set := make([]string, 0, len(ports))
+	for _, p := range distinctPorts(ports) {
+		set = append(set, describePort(p))
+	}
+	slices.Sort(set)
+	return set
 }
 
 // distinctPorts drops the later of two ports of one export that share a name or a

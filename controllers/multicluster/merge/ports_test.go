@@ -19,9 +19,14 @@ func TestMergePorts(t *testing.T) {
 		wantMessages map[string]string
 	}{
 		{
-			name:    "different names and numbers add up, sorted by name",
-			records: []Record{record("a", 0, ports(tcp("web", 80))), record("b", 1, ports(tcp("admin", 9000)))},
-			want:    []mcsv1beta1.ServicePort{tcp("admin", 9000), tcp("web", 80)},
+			name:         "different names and numbers add up, sorted by name, with PortConflict",
+			records:      []Record{record("a", 0, ports(tcp("web", 80))), record("b", 1, ports(tcp("admin", 9000)))},
+			want:         []mcsv1beta1.ServicePort{tcp("admin", 9000), tcp("web", 80)},
+			wantConflict: true,
+			wantMessages: map[string]string{
+				"a": `ports: cluster "b" exports other ports than this export (the import offers the union`,
+				"b": `ports: this export's ports differ from those of the oldest export (cluster "a") (the import offers the union of the ports that do not clash; each reaches only the clusters that export it)`,
+			},
 		},
 		{
 			name: "the conformance union: a shared port plus an SCTP port",
@@ -29,7 +34,27 @@ func TestMergePorts(t *testing.T) {
 				record("a", 0, ports(tcp("http", 42))),
 				record("b", 2, ports(tcp("http", 42), mcsv1beta1.ServicePort{Name: "stcp", Protocol: corev1.ProtocolSCTP, Port: 142})),
 			},
-			want: []mcsv1beta1.ServicePort{tcp("http", 42), {Name: "stcp", Protocol: corev1.ProtocolSCTP, Port: 142}},
+			want:         []mcsv1beta1.ServicePort{tcp("http", 42), {Name: "stcp", Protocol: corev1.ProtocolSCTP, Port: 142}},
+			wantConflict: true,
+		},
+		{
+			name: "a newer export with fewer ports: the union is the oldest's, still PortConflict",
+			records: []Record{
+				record("a", 0, ports(tcp("http", 80), tcp("admin", 9000))),
+				record("b", 1, ports(tcp("http", 80))),
+				record("c", 2, ports(tcp("http", 80), tcp("admin", 9000))),
+			},
+			want:         []mcsv1beta1.ServicePort{tcp("admin", 9000), tcp("http", 80)},
+			wantConflict: true,
+			wantMessages: map[string]string{"c": `ports: cluster "b" exports other ports than the oldest export (cluster "a")`},
+		},
+		{
+			name: "the same ports in another order agree",
+			records: []Record{
+				record("a", 0, ports(tcp("http", 80), udp("dns", 53))),
+				record("b", 1, ports(udp("dns", 53), tcp("http", 80))),
+			},
+			want: []mcsv1beta1.ServicePort{udp("dns", 53), tcp("http", 80)},
 		},
 		{
 			name:         "same name, another number: the oldest wins",
@@ -38,7 +63,7 @@ func TestMergePorts(t *testing.T) {
 			wantConflict: true,
 			wantMessages: map[string]string{
 				"b": `ports: this export's "http" TCP/81 clashes with "http" TCP/80 from cluster "a", which is used`,
-				"a": `ports: cluster "b" has ports that clash with older exports' ports; those are left out`,
+				"a": `ports: cluster "b" exports other ports than this export, and cluster "b" has ports that clash with older exports' ports, which are left out`,
 			},
 		},
 		{
@@ -65,9 +90,10 @@ func TestMergePorts(t *testing.T) {
 			wantMessages: map[string]string{"a": `this export's "http" TCP/80 clashes with "web" TCP/80 from cluster "b"`},
 		},
 		{
-			name:    "one number over two protocols is two ports",
-			records: []Record{record("a", 0, ports(tcp("dns-tcp", 53))), record("b", 1, ports(udp("dns-udp", 53)))},
-			want:    []mcsv1beta1.ServicePort{tcp("dns-tcp", 53), udp("dns-udp", 53)},
+			name:         "one number over two protocols is two ports",
+			records:      []Record{record("a", 0, ports(tcp("dns-tcp", 53))), record("b", 1, ports(udp("dns-udp", 53)))},
+			want:         []mcsv1beta1.ServicePort{tcp("dns-tcp", 53), udp("dns-udp", 53)},
+			wantConflict: true,
 		},
 		{
 			name:    "unnamed single ports that agree",
@@ -99,7 +125,8 @@ func TestMergePorts(t *testing.T) {
 			wantConflict: true,
 			wantMessages: map[string]string{
 				"c": `this export's "grpc" TCP/91 clashes with "grpc" TCP/90 from cluster "b", which is used`,
-				"a": `ports: cluster "c" has ports that clash`,
+				"a": `ports: clusters "b", "c" export other ports than this export, and cluster "c" has ports that clash`,
+				"b": `ports: this export's ports differ from those of the oldest export (cluster "a"), and cluster "c" has ports that clash`,
 			},
 		},
 		{
