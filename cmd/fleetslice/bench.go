@@ -17,6 +17,7 @@ type benchOptions struct {
 	all, quick, list bool
 	output           string
 	figures          string
+	binDir           string
 }
 
 func newBenchCommand() *cobra.Command {
@@ -52,7 +53,7 @@ Parts: ` + strings.Join(names, ", ") + `.
 			}
 			_, err = bench.Run(cmd.Context(), bench.Config{
 				Parts: chosen, Order: names, Quick: o.quick, Output: o.output, FigureDir: o.figures,
-				Stdout: cmd.OutOrStdout(), Log: cmd.ErrOrStderr(), Invocation: invocation(),
+				Stdout: cmd.OutOrStdout(), Log: cmd.ErrOrStderr(), Invocation: invocation(), BinDir: o.binDir,
 			})
 			return err
 		},
@@ -62,6 +63,7 @@ Parts: ` + strings.Join(names, ", ") + `.
 	f.BoolVar(&o.quick, "quick", false, "shrink every part so the whole bench takes minutes")
 	f.BoolVar(&o.list, "list", false, "list the parts and exit")
 	f.StringVar(&o.output, "output", "", "Markdown document whose sections of the run parts are rewritten, e.g. docs/benchmarks.md")
+	f.StringVar(&o.binDir, "bin-dir", defaultBinDir(), "directory holding the manager and agent binaries the local-ClusterSet parts start")
 	f.StringVar(&o.figures, "figures", "", "directory for pictures (default: benchmarks/ next to --output; none without --output)")
 	for _, p := range available {
 		if p.Flags != nil {

@@ -43,6 +43,9 @@ type Env struct {
 	FigureLink string
 	// Log receives progress lines; never nil.
 	Log io.Writer
+	// BinDir holds the fleetslice binaries (manager, agent) that parts running a local
+	// ClusterSet start as their own processes.
+	BinDir string
 }
 
 // Figure returns where a picture named file should be written and how the document links it;

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ func TestQuickBenchOfEveryPart(t *testing.T) {
 	var stdout, log bytes.Buffer
 	results, err := bench.Run(context.Background(), bench.Config{
 		Parts: all, Quick: true, Output: doc, Stdout: &stdout, Log: &log, Invocation: "fleetslice bench --all --quick",
+		BinDir: buildManager(t),
 	})
 	if err != nil {
 		t.Fatalf("bench failed: %v\nlog:\n%s", err, log.String())
@@ -74,6 +76,17 @@ func TestQuickBenchOfEveryPart(t *testing.T) {
 	if !strings.Contains(string(written), foreign) {
 		t.Errorf("the rewrite dropped another part's section")
 	}
+}
+
+// buildManager builds the manager binary the local-ClusterSet parts start, as `make build` would.
+func buildManager(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir, "github.com/fleetslice/fleetslice/cmd/manager")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return dir
 }
 
 func checkReport(t *testing.T, r *bench.Result) {

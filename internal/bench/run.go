@@ -28,6 +28,8 @@ type Config struct {
 	Log io.Writer
 	// Invocation is the command line of this run, shown beside each part's own command.
 	Invocation string
+	// BinDir is handed to the parts as Env.BinDir.
+	BinDir string
 }
 
 // Run runs the parts one after another. A part that fails is reported and skipped; the others
@@ -43,7 +45,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	env := Env{Quick: cfg.Quick, Log: log, FigureDir: cfg.FigureDir, FigureLink: cfg.FigureDir}
+	env := Env{Quick: cfg.Quick, Log: log, FigureDir: cfg.FigureDir, FigureLink: cfg.FigureDir, BinDir: cfg.BinDir}
 	if cfg.Output != "" && env.FigureDir == "" {
 		env.FigureDir = filepath.Join(filepath.Dir(cfg.Output), "benchmarks")
 	}

@@ -59,8 +59,8 @@ func endpointSliceWrites(ctx context.Context, cfg *rest.Config) (map[string]int,
 	return out, nil
 }
 
-// controllerManagerPID finds the kube-controller-manager kwokctl runs for a cluster.
-func controllerManagerPID(cs *localset.ClusterSet, cluster string) (int, error) {
+// ControllerManagerPID finds the kube-controller-manager kwokctl runs for a cluster.
+func ControllerManagerPID(cs *localset.ClusterSet, cluster string) (int, error) {
 	marker := filepath.Join(cs.Workdir, "kwok", "clusters", cluster, "bin", "kube-controller-manager")
 	for _, p := range localset.ProcessesUnder(cs.Workdir) {
 		pid, cmdline, _ := strings.Cut(p, ": ")
@@ -71,8 +71,8 @@ func controllerManagerPID(cs *localset.ClusterSet, cluster string) (int, error) 
 	return 0, fmt.Errorf("no kube-controller-manager process for %s", cluster)
 }
 
-// residentBytes returns a process's resident set size, 0 if it cannot be read.
-func residentBytes(pid int) int64 {
+// ResidentBytes returns a process's resident set size, 0 if it cannot be read.
+func ResidentBytes(pid int) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0

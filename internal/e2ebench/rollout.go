@@ -14,8 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,6 +39,52 @@ type Side struct {
 	Converged time.Duration
 	// RSSBytes is the controller process's resident memory at the end.
 	RSSBytes int64
+	// Timeline samples the rollout's cumulative writes every TimelineStep.
+	Timeline []WritePoint
+}
+
+// WritePoint is the number of EndpointSlice writes made in the first At of the rollout.
+type WritePoint struct {
+	At     time.Duration
+	Writes int
+}
+
+// TimelineStep is how often the rollout's writes are sampled for Side.Timeline.
+const TimelineStep = 500 * time.Millisecond
+
+// Scale scales the rollout's Deployment to pods in every given side's cluster at once and waits
+// until each Service lists every ready Pod exactly once; memory figures are read after it.
+func Scale(ctx context.Context, cs *localset.ClusterSet, sides []Side, pods int, opts Options) error {
+	errs := make(chan error, len(sides))
+	for _, side := range sides {
+		go func() {
+			errs <- scaleSide(ctx, cs, side.Cluster, pods, opts)
+		}()
+	}
+	var first error
+	for range sides {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func scaleSide(ctx context.Context, cs *localset.ClusterSet, cluster string, pods int, opts Options) error {
+	c, err := cs.Client(cluster)
+	if err != nil {
+		return err
+	}
+	deploy := rolloutDeployment("bench-rollout", int32(pods))
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods))
+	if err := c.Patch(ctx, deploy, patch); err != nil {
+		return fmt.Errorf("scaling in %s: %w", cluster, err)
+	}
+	opts.Pods = pods
+	if _, err := waitSettled(ctx, c, deploy, opts, nil); err != nil {
+		return fmt.Errorf("waiting for %d ready endpoints in %s: %w", pods, cluster, err)
+	}
+	return nil
 }
 
 // Options size the rollout.
@@ -61,7 +109,7 @@ func Rollout(ctx context.Context, cs *localset.ClusterSet, fleetslicePID int, op
 		pid := fleetslicePID
 		if i == 1 {
 			var err error
-			if pid, err = controllerManagerPID(cs, sides[i].Cluster); err != nil {
+			if pid, err = ControllerManagerPID(cs, sides[i].Cluster); err != nil {
 				return nil, err
 			}
 		}
@@ -127,7 +175,9 @@ func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, 
 	if err := c.Update(ctx, deploy); err != nil {
 		return err
 	}
+	sampled := sampleWrites(ctx, cfg, afterSetup, start)
 	final, err := waitSettled(ctx, c, deploy, opts, &side.PeakSlices)
+	side.Timeline = sampled()
 	if err != nil {
 		return err
 	}
@@ -138,9 +188,46 @@ func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, 
 		return err
 	}
 	side.Writes = diff(afterRollout, afterSetup)
-	side.RSSBytes = residentBytes(pid)
+	side.RSSBytes = ResidentBytes(pid)
 	logf("converged in %s with %d slices; writes %v", side.Converged.Round(time.Millisecond), final, side.Writes)
 	return nil
+}
+
+// sampleWrites polls the API server's EndpointSlice write counters every TimelineStep from start
+// until the returned function is called, which returns the samples. A failed poll is skipped:
+// the picture loses a point, the totals (read separately) stay exact.
+func sampleWrites(ctx context.Context, cfg *rest.Config, base map[string]int, start time.Time) func() []WritePoint {
+	done := make(chan struct{})
+	result := make(chan []WritePoint, 1)
+	go func() {
+		points := []WritePoint{{At: 0, Writes: 0}}
+		ticker := time.NewTicker(TimelineStep)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				result <- points
+				return
+			case <-ctx.Done():
+				result <- points
+				return
+			case <-ticker.C:
+				now, err := endpointSliceWrites(ctx, cfg)
+				if err == nil {
+					points = append(points, WritePoint{At: time.Since(start), Writes: totalWrites(diff(now, base))})
+				}
+			}
+		}
+	}()
+	return func() []WritePoint {
+		close(done)
+		return <-result
+	}
+}
+
+// totalWrites adds up creates, updates, patches and deletes.
+func totalWrites(w map[string]int) int {
+	return w["create"] + w["update"] + w["patch"] + w["delete"]
 }
 
 // waitSettled waits until the Deployment has rolled out and its Service lists every ready Pod
@@ -148,15 +235,20 @@ func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, 
 // peak slice count on the way.
 func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, error) {
 	slices := 0
+	last := ""
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		// A busy simulated API server sometimes drops a request; polling again is the cure, and
+		// the timeout still bounds the wait.
 		d := &appsv1.Deployment{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), d); err != nil {
-			return false, err
+			last = "reading the Deployment: " + err.Error()
+			return false, nil
 		}
 		list := &discoveryv1.EndpointSliceList{}
 		if err := c.List(ctx, list, client.InNamespace(deploy.Namespace),
 			client.MatchingLabels{discoveryv1.LabelServiceName: deploy.Name}); err != nil {
-			return false, err
+			last = "listing the EndpointSlices: " + err.Error()
+			return false, nil
 		}
 		slices = len(list.Items)
 		if peak != nil && slices > *peak {
@@ -178,8 +270,13 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 		}
 		rolled := d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
 			d.Status.Replicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas
+		last = fmt.Sprintf("Deployment generation %d observed %d, replicas %d updated %d ready %d; slices list %d ready, %d other endpoints, %d addresses",
+			d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, ready, others, len(seen))
 		return rolled && ready == opts.Pods && others == 0 && len(seen) == opts.Pods, nil
 	})
+	if err != nil && last != "" {
+		err = fmt.Errorf("%w (last seen: %s)", err, last)
+	}
 	return slices, err
 }
 

@@ -4,6 +4,8 @@ package parts
 
 import (
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/bench/mcsbench"
+	"github.com/fleetslice/fleetslice/internal/bench/rolloutbench"
 	"github.com/fleetslice/fleetslice/internal/bench/slicediff"
 	"github.com/fleetslice/fleetslice/internal/bench/topologybench"
 )
@@ -13,6 +15,8 @@ import (
 func All() []bench.Part {
 	return []bench.Part{
 		slicediff.Part(),
+		rolloutbench.Part(),
 		topologybench.Part(),
+		mcsbench.Part(),
 	}
 }

@@ -1,0 +1,176 @@
+// Package mcsbench is the `multicluster` part of `fleetslice bench`: on a fresh local ClusterSet per
+// size, how fast a new ready endpoint reaches every other member's imported EndpointSlices, and
+// how fast a lost member's endpoints are withdrawn after its Lease expires.
+package mcsbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/e2ebench"
+)
+
+type settings struct {
+	services    []int
+	samples     int
+	nodes       int
+	lease       time.Duration
+	clusters    int
+	headless    bool
+	changeEvery time.Duration
+	timeout     time.Duration
+	seed        uint64
+}
+
+var (
+	fullServices  = []int{100, 1000}
+	quickServices = []int{10, 30}
+)
+
+// Part is the `multicluster` benchmark.
+func Part() bench.Part {
+	o := &settings{samples: 50, nodes: 9, lease: 10 * time.Second, clusters: 3,
+		changeEvery: 200 * time.Millisecond, timeout: 15 * time.Minute, seed: 1}
+	return bench.Part{
+		Name:  "multicluster",
+		Title: "Multi-cluster services: propagation and lost-cluster withdrawal on a local ClusterSet",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.IntSliceVar(&o.services, "multicluster-services", nil,
+				fmt.Sprintf("multicluster part: exported Services per member, one ClusterSet per value (default %v, %v with --quick)", fullServices, quickServices))
+			fs.IntVar(&o.samples, "multicluster-samples", o.samples, "multicluster part: Services scaled up by one Pod in the first member (at most the Services; fewer with --quick)")
+			fs.IntVar(&o.nodes, "multicluster-nodes", o.nodes, "multicluster part: simulated Nodes per member")
+			fs.IntVar(&o.clusters, "multicluster-clusters", o.clusters, "multicluster part: member clusters")
+			fs.DurationVar(&o.lease, "multicluster-lease-duration", o.lease, "multicluster part: members' --cluster-lease-duration")
+			fs.BoolVar(&o.headless, "multicluster-headless", false, "multicluster part: export headless Services instead of ClusterSetIP ones")
+			fs.DurationVar(&o.changeEvery, "multicluster-change-interval", o.changeEvery, "multicluster part: pause between two scale-ups")
+			fs.DurationVar(&o.timeout, "multicluster-timeout", o.timeout, "multicluster part: how long each phase may take")
+		},
+		Run: o.run,
+	}
+}
+
+func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
+	services, samples, nodes := o.services, o.samples, o.nodes
+	if len(services) == 0 {
+		services = fullServices
+		if env.Quick {
+			services, samples, nodes = quickServices, min(samples, 5), min(nodes, 3)
+		}
+	}
+	if o.clusters < 2 {
+		return nil, fmt.Errorf("multicluster needs at least 2 member clusters, have %d", o.clusters)
+	}
+	manager := filepath.Join(env.BinDir, "manager")
+	if _, err := os.Stat(manager); err != nil {
+		return nil, fmt.Errorf("the manager binary is needed (make build): %w", err)
+	}
+	var runs []run
+	for _, n := range services {
+		if n < 1 {
+			return nil, fmt.Errorf("multicluster Services must be positive, got %d", n)
+		}
+		workdir, err := os.MkdirTemp("", "fleetslice-bench-mcs-")
+		if err != nil {
+			return nil, err
+		}
+		env.Logf("multicluster: %d clusters x %d exported Services", o.clusters, n)
+		res, err := e2ebench.MeasureMCS(ctx, e2ebench.MCSMeasurement{
+			MCSOptions: e2ebench.MCSOptions{
+				Services: n, Samples: min(samples, n), Headless: o.headless,
+				ChangeInterval: o.changeEvery, Seed: o.seed, Timeout: o.timeout, Log: env.Log,
+			},
+			Clusters: o.clusters, Nodes: nodes, Lease: o.lease, BinDir: env.BinDir, Workdir: workdir,
+		})
+		os.RemoveAll(workdir)
+		if err != nil {
+			return nil, fmt.Errorf("%d Services: %w", n, err)
+		}
+		runs = append(runs, run{services: n, samples: min(samples, n), result: res})
+	}
+	return o.report(nodes, runs), nil
+}
+
+type run struct {
+	services, samples int
+	result            *e2ebench.MCSResult
+}
+
+func (o *settings) report(nodes int, runs []run) *bench.Report {
+	kind := "ClusterSetIP"
+	if o.headless {
+		kind = "Headless"
+	}
+	r := &bench.Report{
+		Intro: fmt.Sprintf("For each size a fresh local ClusterSet: a broker and %d members (kwok Nodes, real API "+
+			"servers), %d simulated Nodes per member, one fleetslice manager process per member (lease %s, renewed "+
+			"every third of it). Every member exports the same %s Services, each backed by a one-Pod Deployment, so "+
+			"every member imports every member's endpoints. Once all imports are complete, sampled Services are scaled "+
+			"up by one Pod in the first member, %s apart, and the new Pod's address is timed until it is listed ready "+
+			"in each other member's imported EndpointSlices (seen by a watch). Then the last member's manager is "+
+			"stopped and the others are timed until they hold none of its imported slices.",
+			o.clusters, nodes, o.lease, kind, o.changeEvery),
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+	prop := bench.Table{
+		Caption: "Propagation: new ready endpoint in the first member -> listed ready in every other member",
+		Header: []string{"Exported Services", "Pairs", "Missing", "All imports complete after",
+			"p50 from watch", "p99 from watch", "max from watch", "p50 from condition", "p99 from condition", "max from condition"},
+	}
+	withdraw := bench.Table{
+		Caption: "Lost cluster: its manager stopped; time until each other member holds none of its imported slices",
+		Header:  []string{"Exported Services", "Member", "Imported slices of the lost cluster", "Lease expiry -> first withdrawn", "Lease expiry -> all withdrawn", "Manager stopped -> all withdrawn"},
+	}
+	for _, run := range runs {
+		p := run.result.Propagation
+		prop.Rows = append(prop.Rows, []string{
+			bench.Count(int64(run.services)), strconv.Itoa(len(p.FromWatch)), strconv.Itoa(p.Missing),
+			p.Settled.Round(100 * time.Millisecond).String(),
+			ms(e2ebench.Percentile(p.FromWatch, 50)), ms(e2ebench.Percentile(p.FromWatch, 99)), ms(e2ebench.Percentile(p.FromWatch, 100)),
+			ms(e2ebench.Percentile(p.FromCondition, 50)), ms(e2ebench.Percentile(p.FromCondition, 99)), ms(e2ebench.Percentile(p.FromCondition, 100)),
+		})
+		for _, w := range run.result.Withdrawals {
+			withdraw.Rows = append(withdraw.Rows, []string{
+				bench.Count(int64(run.services)), w.Member + " (lost: " + run.result.Lost + ")", strconv.Itoa(w.SlicesBefore),
+				ms(w.FirstAfterExpiry), ms(w.AfterExpiry), ms(w.AfterStop),
+			})
+		}
+		r.Checks = append(r.Checks, checks(run)...)
+	}
+	r.Tables = []bench.Table{prop, withdraw}
+	r.Notes = []string{
+		"\"From watch\" starts when our own watch in the first member saw the Pod Ready: a lower bound. \"From " +
+			"condition\" starts at the Pod's Ready lastTransitionTime, which the API keeps in whole seconds: an upper " +
+			"bound, up to a second above the truth. A pair is (sampled Service, other member).",
+		"A member notices a lost peer at its own first renewal after the peer's Lease expired, so detection " +
+			"takes up to one renew interval; the rest is deleting the imported slices.",
+		"No other multi-cluster services implementation runs beside fleetslice here; these figures stand on their own.",
+	}
+	return r
+}
+
+// checks are the invariants of one size: every sampled change arrived everywhere, and the lost
+// cluster's endpoints went away everywhere, none before its Lease had expired.
+func checks(run run) []bench.Check {
+	p := run.result.Propagation
+	arrived := bench.Check{Name: fmt.Sprintf("%d Services: every sampled new endpoint reached every other member", run.services)}
+	if p.Missing > 0 || len(p.FromWatch) == 0 {
+		arrived.Failure = fmt.Sprintf("%d pairs arrived, %d missing", len(p.FromWatch), p.Missing)
+	}
+	withdrawn := bench.Check{Name: fmt.Sprintf("%d Services: the lost cluster's slices left every other member, none before its Lease expired", run.services)}
+	for _, w := range run.result.Withdrawals {
+		switch {
+		case w.SlicesBefore == 0:
+			withdrawn.Failure = fmt.Sprintf("%s imported no slice of the lost cluster before it was lost", w.Member)
+		case w.FirstAfterExpiry < 0:
+			withdrawn.Failure = fmt.Sprintf("%s withdrew a slice %s before the Lease expired", w.Member, -w.FirstAfterExpiry)
+		}
+	}
+	return []bench.Check{arrived, withdrawn}
+}
