@@ -78,13 +78,7 @@ func TestQuickDryRun(t *testing.T) {
 
 // TestQuickNftables runs the part on the real kernel, inside a throwaway network namespace.
 func TestQuickNftables(t *testing.T) {
-	if missing := kernelMissing(); len(missing) > 0 {
-		msg := "the nftables dataplane needs " + strings.Join(missing, " and ")
-		if os.Getenv("FLEETSLICE_REQUIRE_KERNEL_TESTS") == "1" {
-			t.Fatal(msg + " (FLEETSLICE_REQUIRE_KERNEL_TESTS=1 forbids skipping)")
-		}
-		t.Skip(msg)
-	}
+	requireKernel(t)
 	before := namespaces(t)
 	rep, log := runPart(t, true, "--agent-dataplane=nftables", "--agent-sizes=100,300")
 	checkQuickReport(t, rep, Nftables, 2)

@@ -31,7 +31,9 @@ type settings struct {
 
 var (
 	fullServices  = []int{100, 1000}
-	quickServices = []int{10, 30}
+	// Quick measures one small size: every extra size costs a whole ClusterSet.
+	quickServices = []int{20}
+	quickLease    = 4 * time.Second
 )
 
 // Part is the `multicluster` benchmark.
@@ -57,11 +59,11 @@ func Part() bench.Part {
 }
 
 func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
-	services, samples, nodes := o.services, o.samples, o.nodes
+	services, samples, nodes, lease := o.services, o.samples, o.nodes, o.lease
 	if len(services) == 0 {
 		services = fullServices
 		if env.Quick {
-			services, samples, nodes = quickServices, min(samples, 5), min(nodes, 3)
+			services, samples, nodes, lease = quickServices, min(samples, 5), min(nodes, 3), min(lease, quickLease)
 		}
 	}
 	if o.clusters < 2 {
@@ -86,7 +88,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 				Services: n, Samples: min(samples, n), Headless: o.headless,
 				ChangeInterval: o.changeEvery, Seed: o.seed, Timeout: o.timeout, Log: env.Log,
 			},
-			Clusters: o.clusters, Nodes: nodes, Lease: o.lease, BinDir: env.BinDir, Workdir: workdir,
+			Clusters: o.clusters, Nodes: nodes, Lease: lease, BinDir: env.BinDir, Workdir: workdir,
 		})
 		os.RemoveAll(workdir)
 		if err != nil {
@@ -94,7 +96,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		}
 		runs = append(runs, run{services: n, samples: min(samples, n), result: res})
 	}
-	return o.report(nodes, runs), nil
+	return o.report(nodes, lease, runs), nil
 }
 
 type run struct {
@@ -102,7 +104,7 @@ type run struct {
 	result            *e2ebench.MCSResult
 }
 
-func (o *settings) report(nodes int, runs []run) *bench.Report {
+func (o *settings) report(nodes int, lease time.Duration, runs []run) *bench.Report {
 	kind := "ClusterSetIP"
 	if o.headless {
 		kind = "Headless"
@@ -115,7 +117,7 @@ func (o *settings) report(nodes int, runs []run) *bench.Report {
 			"up by one Pod in the first member, %s apart, and the new Pod's address is timed until it is listed ready "+
 			"in each other member's imported EndpointSlices (seen by a watch). Then the last member's manager is "+
 			"stopped and the others are timed until they hold none of its imported slices.",
-			o.clusters, nodes, o.lease, kind, o.changeEvery),
+			o.clusters, nodes, lease, kind, o.changeEvery),
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	prop := bench.Table{
