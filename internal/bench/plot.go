@@ -61,7 +61,7 @@ func WriteLineChart(path, title, xLabel, yLabel string, lines []Line) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.X.Min, p.Y.Min = 0, 0
-	p.Y.Tick.Marker = WholeTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = WholeTicks{}, WholeTicks{}
 	return p.Save(8*vg.Inch, 4*vg.Inch, path)
 }
 
