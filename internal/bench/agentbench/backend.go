@@ -42,9 +42,9 @@ type sample struct {
 	// (the nft process and the kernel, or the Fake).
 	wall, inTransaction time.Duration
 	// cpuSelf is this process's CPU time (user and system, every thread); cpuChildren that of
-	// the nft processes it waited for.
-	cpuSelf, cpuChildren time.Duration
-	operations           int
+	// the nft processes it waited for, and childrenSystem the system (kernel) part of it.
+	cpuSelf, cpuChildren, childrenSystem time.Duration
+	operations                           int
 }
 
 // timedNFT measures the time spent applying transactions.
@@ -60,13 +60,17 @@ func (t *timedNFT) Run(ctx context.Context, tx *knftables.Transaction) error {
 	return err
 }
 
-func cpuTimes() (self, children time.Duration) {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
-	children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return self, children
+type cpuTimes struct{ self, children, childrenSystem time.Duration }
+
+func readCPU() cpuTimes {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	return cpuTimes{
+		self:           time.Duration(self.Utime.Nano() + self.Stime.Nano()),
+		children:       time.Duration(children.Utime.Nano() + children.Stime.Nano()),
+		childrenSystem: time.Duration(children.Stime.Nano()),
+	}
 }
 
 // measure runs one Sync with its costs. The heap is collected first so that one sync does not
@@ -74,12 +78,13 @@ func cpuTimes() (self, children time.Duration) {
 func measure(ctx context.Context, s *dataplane.Syncer, timed *timedNFT, services []dataplane.Service, full bool) (sample, dataplane.Stats, error) {
 	runtime.GC()
 	timed.inRun = 0
-	self0, children0 := cpuTimes()
+	before := readCPU()
 	start := time.Now()
 	st, err := s.Sync(ctx, services, full)
 	wall := time.Since(start)
-	self1, children1 := cpuTimes()
-	return sample{wall: wall, inTransaction: timed.inRun, cpuSelf: self1 - self0, cpuChildren: children1 - children0,
+	after := readCPU()
+	return sample{wall: wall, inTransaction: timed.inRun, cpuSelf: after.self - before.self,
+		cpuChildren: after.children - before.children, childrenSystem: after.childrenSystem - before.childrenSystem,
 		operations: st.Operations}, st, err
 }
 

@@ -36,7 +36,7 @@ const (
 	quickResyncRuns  = 2
 	incrementalRuns  = 20
 	quickRuns        = 5
-	budget           = 45 * time.Second
+	budget           = 20 * time.Second
 	quickBudget      = 5 * time.Second
 )
 

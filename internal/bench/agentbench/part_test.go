@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,6 +119,35 @@ func TestFlagErrors(t *testing.T) {
 		}
 		if _, err := p.Run(context.Background(), bench.Env{Quick: true}); err == nil {
 			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// TestRunnerWritesThePart runs the part through the bench runner, as `fleetslice bench agent
+// --quick` does, and reads the document it writes.
+func TestRunnerWritesThePart(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	p := Part()
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	p.Flags(fs)
+	if err := fs.Parse([]string{"--agent-dataplane=dry-run", "--agent-sizes=50"}); err != nil {
+		t.Fatal(err)
+	}
+	results, err := bench.Run(context.Background(), bench.Config{Parts: []bench.Part{p}, Quick: true, Output: doc,
+		Invocation: "fleetslice bench agent --quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := results[0].FailedChecks(); len(failed) > 0 {
+		t.Errorf("failed checks: %v", failed)
+	}
+	written, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!-- bench:begin agent -->", "Node agent: nftables sync times", "| 50 | one Service added | dry-run |"} {
+		if !strings.Contains(string(written), want) {
+			t.Errorf("document lacks %q:\n%s", want, written)
 		}
 	}
 }

@@ -15,31 +15,31 @@ func buildReport(results []sizeResult, s settings, dp chosen, check *checker) (*
 	cold := bench.Table{
 		Caption: "Cold sync: no table, an agent that has never synced, one full sync in one transaction",
 		Header: []string{"Services", "Endpoints each", "Dataplane", "Runs", "Median", "Max", "Applying the transaction (median)",
-			"CPU, agent (median)", "CPU, nft (median)", "Operations", "Chains", "Rules", "Sets and maps", "Elements"},
+			"CPU, agent (median)", "CPU, nft (median)", "of which kernel (median)", "Operations", "Chains", "Rules", "Sets and maps", "Elements"},
 	}
 	later := bench.Table{
 		Caption: "Syncs over the programmed table: a periodic full resync, and incremental syncs after one change each",
 		Header: []string{"Services", "Change", "Dataplane", "Runs", "Median", "Max", "Applying the transaction (median)",
-			"CPU, agent (median)", "CPU, nft (median)", "Operations (median)", "Operations (max)", "Changed", "Removed"},
+			"CPU, agent (median)", "CPU, nft (median)", "of which kernel (median)", "Operations (median)", "Operations (max)", "Changed", "Removed"},
 	}
 	for _, r := range results {
 		for _, st := range r.steps {
 			sum := summarize(st.samples)
-			nftCPU := "n/a"
+			nftCPU, kernelCPU := "n/a", "n/a"
 			if dp.kernel {
-				nftCPU = millis(sum.cpuChildren)
+				nftCPU, kernelCPU = duration(sum.cpuChildren), duration(sum.childrenSystem)
 			}
 			row := []string{bench.Count(int64(r.services))}
 			if st.name == stepCold {
 				row = append(row, bench.Count(int64(s.endpoints)), name, bench.Count(int64(len(st.samples))),
-					millis(sum.wall), millis(sum.maxWall), millis(sum.inTransaction), millis(sum.cpuSelf), nftCPU,
+					duration(sum.wall), duration(sum.maxWall), duration(sum.inTransaction), duration(sum.cpuSelf), nftCPU, kernelCPU,
 					bench.Count(int64(sum.operations)), bench.Count(int64(r.table.Chains)), bench.Count(int64(r.table.Rules)),
 					bench.Count(int64(r.table.Sets)), bench.Count(int64(r.table.Elements)))
 				cold.Rows = append(cold.Rows, row)
 				continue
 			}
 			row = append(row, st.name, name, bench.Count(int64(len(st.samples))),
-				millis(sum.wall), millis(sum.maxWall), millis(sum.inTransaction), millis(sum.cpuSelf), nftCPU,
+				duration(sum.wall), duration(sum.maxWall), duration(sum.inTransaction), duration(sum.cpuSelf), nftCPU, kernelCPU,
 				bench.Count(int64(sum.operations)), bench.Count(int64(sum.maxOperations)),
 				bench.Count(int64(st.changed)), bench.Count(int64(st.removed)))
 			later.Rows = append(later.Rows, row)
@@ -57,8 +57,8 @@ func buildReport(results []sizeResult, s settings, dp chosen, check *checker) (*
 
 // summary holds medians of a measurement's samples, and its maxima.
 type summary struct {
-	wall, maxWall, inTransaction, cpuSelf, cpuChildren time.Duration
-	operations, maxOperations                          int
+	wall, maxWall, inTransaction, cpuSelf, cpuChildren, childrenSystem time.Duration
+	operations, maxOperations                                          int
 }
 
 func summarize(samples []sample) summary {
@@ -75,6 +75,7 @@ func summarize(samples []sample) summary {
 	s.inTransaction, _ = pick(func(x sample) time.Duration { return x.inTransaction })
 	s.cpuSelf, _ = pick(func(x sample) time.Duration { return x.cpuSelf })
 	s.cpuChildren, _ = pick(func(x sample) time.Duration { return x.cpuChildren })
+	s.childrenSystem, _ = pick(func(x sample) time.Duration { return x.childrenSystem })
 	ops, maxOps := pick(func(x sample) time.Duration { return time.Duration(x.operations) })
 	s.operations, s.maxOperations = int(ops), int(maxOps)
 	return s
@@ -85,7 +86,11 @@ func medianOf(sorted []time.Duration) time.Duration {
 	return sorted[(len(sorted)-1)/2]
 }
 
-func millis(d time.Duration) string {
+// duration prints what the tables show: µs and ms as the other parts do, seconds from one.
+func duration(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
 	return bench.Micros(float64(d) / float64(time.Microsecond))
 }
 
@@ -126,7 +131,7 @@ func transactionIn(kernel bool) string {
 
 func nftCPUText(kernel bool) string {
 	if kernel {
-		return `, "CPU, nft" that of the nft processes it waited for, the kernel's nf_tables work included as their system time`
+		return `, "CPU, nft" that of the nft processes it waited for, "of which kernel" their system time, where the kernel's nf_tables work on their requests is counted`
 	}
 	return ""
 }
@@ -152,9 +157,11 @@ func sizesText(sizes []int) string {
 func notes(kernel bool) []string {
 	out := []string{
 		`The machine is shared and small: wall times include waiting for the CPU, and CPU times are the steadier
-figure. Medians are of the runs shown; with 20 runs the maximum is what a p99 would report. A measurement
+figure. Medians are of the runs shown (the lower middle run for an even count); with 20 runs the maximum is what a p99 would report. A measurement
 stops repeating once one more run would take it past its time budget (--agent-budget), so the largest cold
 and full syncs may have fewer runs than the others.`,
+		`The agent runs a cold sync when it starts on a node without its table, and a full resync every
+--sync-period (one hour by default); syncs are serialized, so changes arriving during one wait for the next.`,
 		`A removed Service's chains are flushed at once and deleted by a later sync at least a second after
 (dataplane.Options.StaleChainDelay, for kernels before 6.2), so some incremental syncs also carry those
 deletions: the operations maximum shows them.`,
