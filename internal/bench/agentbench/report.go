@@ -95,7 +95,7 @@ func duration(d time.Duration) string {
 }
 
 func intro(s settings, dp chosen) string {
-	where := "**dry-run**: the dataplane of `fleetslice-agent --dataplane=dry-run`, dataplane.New over knftables' " +
+	where := "**dry-run**: the dataplane of the agent's `--dataplane=dry-run`, dataplane.New over knftables' " +
 		"in-memory Fake, which applies exactly the transactions the kernel would get. No kernel was involved"
 	if dp.kernel {
 		where = fmt.Sprintf("**nftables**: the real `nft` and kernel (%s), in a network namespace the run created "+
@@ -171,8 +171,8 @@ rules, sets and maps, and every element must match exactly; rules are compared b
 references they contain, since nft prints rules in its own syntax.`,
 		`Published figure, for orientation only: kubernetes/kubernetes PR 126013 (kube-proxy nftables partial sync)
 reported about 141 ms to create one new Service when 10,000 Services (2 endpoints each) already exist, in a
-kind test cluster on another machine and measured end to end by kube-proxy, so it does not compare directly
-with the "one Service added" row.`,
+kind test cluster on another machine, with other tools and kernel and timed its own way: a reference point for
+the "one Service added" row, not a side-by-side comparison.`,
 	}
 	if !kernel {
 		out = append(out, `In dry-run the transactions are applied to knftables' Fake, a test double whose element inserts
