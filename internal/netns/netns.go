@@ -4,8 +4,8 @@
 // Code runs on one OS thread that has entered the namespace with setns(2) and stays locked to its
 // goroutine. Sockets opened on that thread and processes started from it (the nft binary that
 // knftables runs, for instance) belong to the namespace. `ip netns exec` is no substitute: it
-// runs a child process, while knftables and netlink sockets need the calling thread itself to be
-// inside.
+// starts a new process inside, while here one thread of the running process enters and the rest
+// of the process stays on the host's network.
 package netns
 
 import (
