@@ -121,7 +121,11 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 	for _, name := range cs.Members {
 		// kube-apiserver's default Service range is a /24: about 250 ClusterIPs, too few for
 		// hundreds of exported Services (each ClusterSetIP import takes one more).
-		args := []string{"--extra-args", "kube-apiserver=service-cluster-ip-range=" + serviceCIDR}
+		args := []string{"--extra-args", "kube-apiserver=service-cluster-ip-range=" + serviceCIDR,
+			// One instance of each: with leader election on, a slow etcd on a loaded machine makes
+			// them lose their lease and exit, and nothing restarts them.
+			"--extra-args", "kube-controller-manager=leader-elect=false",
+			"--extra-args", "kube-scheduler=leader-elect=false"}
 		if opts.DisableQPSLimits {
 			args = append(args, "--disable-qps-limits")
 		}
