@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -21,7 +19,9 @@ import (
 var verbNames = map[string]string{"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "DELETECOLLECTION": "delete"}
 
 // endpointSliceWrites reads the API server's apiserver_request_total for EndpointSlice writes, by
-// verb; rejected writes (409 conflicts) are counted as "conflict" on top.
+// verb; rejected writes (409 conflicts) are counted as "conflict" on top. It is polled every
+// half second during a rollout, so it picks out the few lines it needs instead of parsing the
+// whole (megabytes of) exposition: a full parse made the bench itself a noticeable CPU load.
 func endpointSliceWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -31,32 +31,47 @@ func endpointSliceWrites(ctx context.Context, cfg *rest.Config) (map[string]int,
 	if err != nil {
 		return nil, fmt.Errorf("reading API server metrics: %w", err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("parsing API server metrics: %w", err)
-	}
+	return countEndpointSliceWrites(raw)
+}
+
+func countEndpointSliceWrites(exposition []byte) (map[string]int, error) {
+	const prefix = "apiserver_request_total{"
 	out := map[string]int{}
-	family := families["apiserver_request_total"]
-	if family == nil {
-		return out, nil
-	}
-	for _, m := range family.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		verb, ok := verbNames[labels["verb"]]
-		if labels["resource"] != "endpointslices" || !ok {
+	for line := range bytes.Lines(exposition) {
+		if !bytes.HasPrefix(line, []byte(prefix)) || !bytes.Contains(line, []byte(`resource="endpointslices"`)) {
 			continue
 		}
-		n := int(m.GetCounter().GetValue())
-		out[verb] += n
+		closing := bytes.LastIndexByte(line, '}')
+		if closing < 0 {
+			return nil, fmt.Errorf("malformed metric line %q", line)
+		}
+		labels := parseLabels(string(line[len(prefix):closing]))
+		verb, ok := verbNames[labels["verb"]]
+		if !ok {
+			continue
+		}
+		value, err := strconv.ParseFloat(strings.TrimSpace(string(line[closing+1:])), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		out[verb] += int(value)
 		if labels["code"] == "409" {
-			out["conflict"] += n
+			out["conflict"] += int(value)
 		}
 	}
 	return out, nil
+}
+
+// parseLabels splits `a="x",b="y"`; the API server's label values here hold no quotes or commas.
+func parseLabels(s string) map[string]string {
+	labels := map[string]string{}
+	for pair := range strings.SplitSeq(s, ",") {
+		name, value, ok := strings.Cut(pair, "=")
+		if ok {
+			labels[name] = strings.Trim(value, `"`)
+		}
+	}
+	return labels
 }
 
 // ControllerManagerPID finds the kube-controller-manager kwokctl runs for a cluster.
