@@ -30,7 +30,7 @@ type settings struct {
 }
 
 var (
-	fullServices  = []int{100, 1000}
+	fullServices = []int{100, 1000}
 	// Quick measures one small size: every extra size costs a whole ClusterSet.
 	quickServices = []int{20}
 	quickLease    = 4 * time.Second

@@ -4,6 +4,7 @@ package parts
 
 import (
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/bench/agentbench"
 	"github.com/fleetslice/fleetslice/internal/bench/mcsbench"
 	"github.com/fleetslice/fleetslice/internal/bench/rolloutbench"
 	"github.com/fleetslice/fleetslice/internal/bench/slicediff"
@@ -18,5 +19,6 @@ func All() []bench.Part {
 		rolloutbench.Part(),
 		topologybench.Part(),
 		mcsbench.Part(),
+		agentbench.Part(),
 	}
 }
