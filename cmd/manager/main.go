@@ -66,6 +66,7 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "manager.fleetslice.io",
+		Cache:                  endpointslice.CacheOptions(),
 	})
 	if err != nil {
 		log.Error(err, "unable to create manager")

@@ -38,6 +38,8 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(cluster.Config, ctrl.Options{
 		Scheme:  k8sClient.Scheme(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The specs run through the trimmed cache the manager binary uses.
+		Cache: endpointslice.CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	opts := endpointslice.DefaultOptions()

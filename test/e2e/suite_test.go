@@ -35,6 +35,7 @@ func startControllers(member string) {
 		Scheme:     localset.Scheme(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:      endpointslice.CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	r, err := endpointslice.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder("endpointslice-controller"), endpointslice.DefaultOptions())
