@@ -7,17 +7,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 func requireNamespaces(t *testing.T) {
 	t.Helper()
-	if missing := Missing(); len(missing) > 0 {
-		msg := "network namespace test needs " + strings.Join(missing, " and ")
-		if os.Getenv("FLEETSLICE_REQUIRE_KERNEL_TESTS") == "1" {
-			t.Fatal(msg + " (FLEETSLICE_REQUIRE_KERNEL_TESTS=1 forbids skipping)")
-		}
-		t.Skip(msg)
-	}
+	testutil.RequireKernel(t, "network namespace test", Missing())
 }
 
 func TestCreateEntersAndDeletes(t *testing.T) {

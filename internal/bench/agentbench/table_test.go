@@ -2,12 +2,12 @@ package agentbench
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 // dryRunDump programs services with a full sync into a Fake and returns its dump.
@@ -224,11 +224,5 @@ func TestKernelDriftIsReported(t *testing.T) {
 
 func requireKernel(t *testing.T) {
 	t.Helper()
-	if missing := kernelMissing(); len(missing) > 0 {
-		msg := "the nftables dataplane needs " + strings.Join(missing, " and ")
-		if os.Getenv("FLEETSLICE_REQUIRE_KERNEL_TESTS") == "1" {
-			t.Fatal(msg + " (FLEETSLICE_REQUIRE_KERNEL_TESTS=1 forbids skipping)")
-		}
-		t.Skip(msg)
-	}
+	testutil.RequireKernel(t, "the nftables dataplane", kernelMissing())
 }
