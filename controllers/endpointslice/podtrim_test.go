@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -22,7 +23,7 @@ func fullPod(name, ip string, ready bool, mutate func(*corev1.Pod)) *corev1.Pod 
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "shop", UID: "uid-" + "name", ResourceVersion: "42",
+			Name: name, Namespace: "shop", UID: types.UID("uid-" + name), ResourceVersion: "42",
 			CreationTimestamp: metav1.NewTime(time.Unix(1000, 0)),
 			Labels:            map[string]string{"app": "web"},
 			Annotations:       map[string]string{"big": string(make([]byte, 1024))},
@@ -92,7 +93,9 @@ func TestTrimmedPodsBuildTheSameEndpoints(t *testing.T) {
 		"sidecar port":        service(func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("metrics") }),
 		"publishNotReady":     service(func(s *corev1.Service) { s.Spec.PublishNotReadyAddresses = true }),
 		"headless, hostnames": service(func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }),
-		"dual-stack":          service(func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} }),
+		"dual-stack": service(func(s *corev1.Service) {
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		}),
 	}
 	for name, svc := range services {
 		t.Run(name, func(t *testing.T) {
