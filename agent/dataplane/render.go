@@ -125,10 +125,21 @@ func renderService(svc *Service, fam family) serviceObjects {
 	return out
 }
 
-// dispatchRules spreads new connections evenly over eps with numgen. One
-// rule with an inline map (or verdict map for affinity) replaces a chain of
-// per-endpoint probability rules, so the cost of a packet does not grow with
-// the number of endpoints.
+// maxCascadeEndpoints is the most endpoints a Service port spreads over with a cascade of
+// per-endpoint rules; larger sets use one rule with an inline numgen map.
+//
+// Every inline map is an anonymous set, and the kernel names a new anonymous set by scanning all
+// the sets of the table, so a full sync of N Services with inline maps costs O(N²) in the
+// kernel: 22.5 s for the rules of 10,000 Services of 10 endpoints, against 3.7 s as cascades
+// (nft -f in a scratch namespace). A cascade costs a new connection at most this many rule
+// evaluations (only the first packet of a connection traverses the nat chains), which is small
+// next to that.
+const maxCascadeEndpoints = 16
+
+// dispatchRules spreads new connections evenly over eps with numgen: up to maxCascadeEndpoints
+// as a cascade where rule i of n matches with probability 1/(n-i), so each endpoint gets 1/n;
+// beyond that with one rule and an inline map (or verdict map for affinity), so the cost of a
+// packet does not grow with the number of endpoints.
 func dispatchRules(svc *Service, p Port, eps []Endpoint, fam family) []string {
 	proto := string(p.Protocol)
 	if svc.AffinityTimeout > 0 {
@@ -151,8 +162,16 @@ func dispatchRules(svc *Service, p Port, eps []Endpoint, fam family) []string {
 		b.WriteString(" }")
 		return append(rules, b.String())
 	}
-	if len(eps) == 1 {
-		return []string{"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(eps[0].Addr)}
+	if len(eps) <= maxCascadeEndpoints {
+		rules := make([]string, len(eps))
+		for i, ep := range eps {
+			rule := "meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(ep.Addr)
+			if remaining := len(eps) - i; remaining > 1 {
+				rule = "numgen random mod " + strconv.Itoa(remaining) + " == 0 " + rule
+			}
+			rules[i] = rule
+		}
+		return rules
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "meta l4proto %s dnat %s addr . port to numgen random mod %d map { ", proto, fam.selector, len(eps))

@@ -104,13 +104,15 @@ add rule ip fleetslice reject-service reject
 add rule ip fleetslice services ip daddr . meta l4proto . th dport vmap @service-ips
 add rule ip fleetslice services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
 add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.244.1.9 . 80 , 1 : 10.244.2.9 . 80 }
+add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.1.9:80
+add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip to 10.244.2.9:80
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ jump cluster-masquerade
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 , 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
 add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.244.1.6 . 8080 , 1 : 10.244.2.7 . 8080 }
+add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.1.6:8080
+add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http meta l4proto tcp dnat ip to 10.244.2.7:8080
 add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http jump cluster-masquerade
 add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http meta l4proto tcp dnat ip to 10.244.1.5:8080
 add rule ip fleetslice svc-NWEXEB3QREBK-shop/edge/tcp/alt jump cluster-masquerade
@@ -211,7 +213,8 @@ func TestIPv6TableUsesOnlyIPv6(t *testing.T) {
 		"add rule ip6 fleetslice cluster-masquerade ip6 saddr != @pod-cidrs jump mark-for-masquerade",
 		"add element ip6 fleetslice pod-cidrs { fd00:244::/56 }",
 		"add rule ip6 fleetslice services fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports",
-		"add rule ip6 fleetslice " + svcChain + " meta l4proto tcp dnat ip6 addr . port to numgen random mod 2 map { 0 : fd00:244::5 . 80 , 1 : fd00:244::6 . 80 }",
+		"add rule ip6 fleetslice " + svcChain + " numgen random mod 2 == 0 meta l4proto tcp dnat ip6 to [fd00:244::5]:80",
+		"add rule ip6 fleetslice " + svcChain + " meta l4proto tcp dnat ip6 to [fd00:244::6]:80",
 		"add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 : goto " + svcChain + " }",
 	} {
 		if !strings.Contains(dump, want) {

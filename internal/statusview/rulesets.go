@@ -20,9 +20,10 @@ type Agent struct {
 	Err error
 }
 
-// serviceRule matches the load-balancing rule of a Service port in the agent's IPv4 ruleset,
-// chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, or to one of N
-// through "numgen random mod N".
+// serviceRule matches the load-balancing rules of a Service port in the agent's IPv4 ruleset,
+// chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
+// through a "numgen random mod N" map, or a cascade of DNAT rules whose first is guarded by
+// "numgen random mod N" (the largest modulus is the endpoint count either way).
 var (
 	serviceRule = regexp.MustCompile(`^add rule ip fleetslice svc-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) .*dnat`)
 	spread      = regexp.MustCompile(`numgen random mod (\d+)`)
@@ -53,7 +54,8 @@ func ReadAgent(node, path string) Agent {
 		if mod := spread.FindStringSubmatch(line); mod != nil {
 			n, _ = strconv.Atoi(mod[1])
 		}
-		a.Endpoints[fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])] = n
+		key := fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])
+		a.Endpoints[key] = max(a.Endpoints[key], n)
 	}
 	a.Err = scanner.Err()
 	return a
