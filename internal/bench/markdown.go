@@ -27,6 +27,18 @@ section names the machine and the command that produced it; sections are rewritt
 time, so their dates can differ. Speeds are measured, never asserted: ` + "`make test`" + ` runs every
 part in ` + "`--quick`" + ` mode only to keep the bench working and to check the invariants listed under
 each part.
+
+| Part | What it compares | Takes (2 cores) |
+|---|---|---|
+| ` + "`endpointslice`" + ` | fleetslice's reconciler and upstream's (k8s.io/endpointslice as a library) on the same scripted event streams, in process | about 9 min |
+| ` + "`endpointslice-e2e`" + ` | one Deployment rollout on two simulated clusters, kube-controller-manager's EndpointSlice controller in one and fleetslice in the other; memory at 10,000 Pods | about 9 min |
+| ` + "`topology`" + ` | the published topology simulator's space for no hints, upstream's topologycache and fleetslice's allocator; ` + "`make bench`" + ` scores 4,000,000 evenly spread cases, ` + "`fleetslice bench topology`" + ` all 39,273,145 (about 25 min more) | about 3 min |
+| ` + "`multicluster`" + ` | propagation of endpoint changes across 3 clusters at 100 and 1,000 exported Services, and withdrawal of a lost cluster | about 9-11 min |
+| ` + "`agent`" + ` | the node agent's nftables cold, full and incremental syncs at 1,000 to 10,000 Services, in a throwaway network namespace (the dry-run renderer without root) | about 2 min |
+
+Run one part with ` + "`bin/fleetslice bench <part>`" + ` (` + "`--list`" + ` names them, ` + "`--help`" + ` shows each part's
+flags), all of them with ` + "`make bench`" + `, or every part shrunk with ` + "`make bench BENCH_FLAGS=--quick`" + `
+(under 3 minutes, figures indicative only).
 `
 
 // Markdown renders one part's result as its section of the document, markers included.
