@@ -37,8 +37,6 @@ type Side struct {
 	PeakSlices, FinalSlices int
 	// Converged is the time from changing the template to every new Pod listed ready exactly once.
 	Converged time.Duration
-	// RSSBytes is the controller process's resident memory at the end.
-	RSSBytes int64
 	// Timeline samples the rollout's cumulative writes every TimelineStep.
 	Timeline []WritePoint
 }
@@ -95,9 +93,8 @@ type Options struct {
 }
 
 // Rollout runs the same Deployment rollout in two members of cs and measures each. The first
-// member must run fleetslice (pid of its manager given), the second kube-controller-manager's
-// own EndpointSlice controller.
-func Rollout(ctx context.Context, cs *localset.ClusterSet, fleetslicePID int, opts Options) ([]Side, error) {
+// member must run fleetslice, the second kube-controller-manager's own EndpointSlice controller.
+func Rollout(ctx context.Context, cs *localset.ClusterSet, opts Options) ([]Side, error) {
 	if len(cs.Members) < 2 {
 		return nil, fmt.Errorf("need two members, have %v", cs.Members)
 	}
@@ -106,21 +103,14 @@ func Rollout(ctx context.Context, cs *localset.ClusterSet, fleetslicePID int, op
 		{Controller: "kube-controller-manager", Cluster: cs.Members[1]},
 	}
 	for i := range sides {
-		pid := fleetslicePID
-		if i == 1 {
-			var err error
-			if pid, err = ControllerManagerPID(cs, sides[i].Cluster); err != nil {
-				return nil, err
-			}
-		}
-		if err := runSide(ctx, cs, &sides[i], pid, opts); err != nil {
+		if err := runSide(ctx, cs, &sides[i], opts); err != nil {
 			return sides, fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, err)
 		}
 	}
 	return sides, nil
 }
 
-func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, opts Options) error {
+func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options) error {
 	c, err := cs.Client(side.Cluster)
 	if err != nil {
 		return err
@@ -188,7 +178,6 @@ func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, pid int, 
 		return err
 	}
 	side.Writes = diff(afterRollout, afterSetup)
-	side.RSSBytes = ResidentBytes(pid)
 	logf("converged in %s with %d slices; writes %v", side.Converged.Round(time.Millisecond), final, side.Writes)
 	return nil
 }
@@ -214,7 +203,7 @@ func sampleWrites(ctx context.Context, cfg *rest.Config, base map[string]int, st
 			case <-ticker.C:
 				now, err := endpointSliceWrites(ctx, cfg)
 				if err == nil {
-					points = append(points, WritePoint{At: time.Since(start), Writes: totalWrites(diff(now, base))})
+					points = append(points, WritePoint{At: time.Since(start), Writes: TotalWrites(diff(now, base))})
 				}
 			}
 		}
@@ -225,8 +214,8 @@ func sampleWrites(ctx context.Context, cfg *rest.Config, base map[string]int, st
 	}
 }
 
-// totalWrites adds up creates, updates, patches and deletes.
-func totalWrites(w map[string]int) int {
+// TotalWrites adds up creates, updates, patches and deletes.
+func TotalWrites(w map[string]int) int {
 	return w["create"] + w["update"] + w["patch"] + w["delete"]
 }
 

@@ -118,7 +118,7 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Rep
 	defer func() { err = errors.Join(err, proc.Stop(10*time.Second)) }()
 
 	opts := e2ebench.Options{Pods: sz.pods, Timeout: o.timeout, Log: env.Log}
-	sides, err := e2ebench.Rollout(ctx, cs, proc.PID(), opts)
+	sides, err := e2ebench.Rollout(ctx, cs, opts)
 	if err != nil {
 		return nil, err
 	}

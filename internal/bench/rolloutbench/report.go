@@ -32,9 +32,9 @@ func buildReport(env bench.Env, sz sizes, batch time.Duration, sides []e2ebench.
 		rollout.Rows = append(rollout.Rows, []string{
 			s.Controller, s.Cluster,
 			strconv.Itoa(s.Writes["create"]), strconv.Itoa(s.Writes["update"] + s.Writes["patch"]), strconv.Itoa(s.Writes["delete"]),
-			strconv.Itoa(total(s.Writes)), strconv.Itoa(s.Writes["conflict"]),
+			strconv.Itoa(e2ebench.TotalWrites(s.Writes)), strconv.Itoa(s.Writes["conflict"]),
 			strconv.Itoa(s.PeakSlices), strconv.Itoa(s.FinalSlices),
-			s.Converged.Round(100 * time.Millisecond).String(), strconv.Itoa(total(s.SetupWrites)),
+			s.Converged.Round(100 * time.Millisecond).String(), strconv.Itoa(e2ebench.TotalWrites(s.SetupWrites)),
 		})
 	}
 
@@ -54,7 +54,7 @@ func buildReport(env bench.Env, sz sizes, batch time.Duration, sides []e2ebench.
 		Caption: "fleetslice / kube-controller-manager (below 1× means fleetslice did less)",
 		Header:  []string{"Writes", "Final slices", "Peak slices", "Converged", "RSS vs whole kube-controller-manager", "RSS vs its EndpointSlice share"},
 		Rows: [][]string{{
-			bench.Ratio(float64(total(ours.Writes)), float64(total(theirs.Writes))),
+			bench.Ratio(float64(e2ebench.TotalWrites(ours.Writes)), float64(e2ebench.TotalWrites(theirs.Writes))),
 			bench.Ratio(float64(ours.FinalSlices), float64(theirs.FinalSlices)),
 			bench.Ratio(float64(ours.PeakSlices), float64(theirs.PeakSlices)),
 			bench.Ratio(float64(ours.Converged), float64(theirs.Converged)),
@@ -102,15 +102,15 @@ func checks(sz sizes, sides []e2ebench.Side) []bench.Check {
 				s.Controller, sz.pods, sz.memoryPods),
 		})
 		c := bench.Check{Name: s.Controller + ": the API server counted writes, and the timeline never exceeds them nor goes down"}
-		last := 0
+		all, last := e2ebench.TotalWrites(s.Writes), 0
 		for _, p := range s.Timeline {
-			if p.Writes < last || p.Writes > total(s.Writes) {
-				c.Failure = fmt.Sprintf("timeline point %d at %s against %d writes in all", p.Writes, p.At, total(s.Writes))
+			if p.Writes < last || p.Writes > all {
+				c.Failure = fmt.Sprintf("timeline point %d at %s against %d writes in all", p.Writes, p.At, all)
 				break
 			}
 			last = p.Writes
 		}
-		if total(s.Writes) == 0 {
+		if all == 0 {
 			c.Failure = "no EndpointSlice writes counted during the rollout"
 		}
 		out = append(out, c)
@@ -122,8 +122,6 @@ func checks(sz sizes, sides []e2ebench.Side) []bench.Check {
 	}
 	return append(out, c)
 }
-
-func total(w map[string]int) int { return w["create"] + w["update"] + w["patch"] + w["delete"] }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
