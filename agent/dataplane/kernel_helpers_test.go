@@ -11,33 +11,20 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-)
 
-// requireKernelEnv names the variable CI sets so that a machine unable to
-// run the real-kernel tests fails them instead of skipping them.
-const requireKernelEnv = "FLEETSLICE_REQUIRE_KERNEL_TESTS"
+	"github.com/fleetslice/fleetslice/internal/netns"
+	"github.com/fleetslice/fleetslice/internal/testutil"
+)
 
 // requireKernel skips (or, under FLEETSLICE_REQUIRE_KERNEL_TESTS=1, fails)
 // with a message naming exactly what is missing.
 func requireKernel(tb testing.TB) {
 	tb.Helper()
-	var missing []string
-	if uid := os.Geteuid(); uid != 0 {
-		missing = append(missing, fmt.Sprintf("root (running as uid %d)", uid))
+	missing := netns.Missing()
+	if _, err := exec.LookPath("nft"); err != nil {
+		missing = append(missing, "the nft binary (Debian package nftables) in PATH")
 	}
-	for _, tool := range []struct{ bin, pkg string }{{"nft", "nftables"}, {"ip", "iproute2"}} {
-		if _, err := exec.LookPath(tool.bin); err != nil {
-			missing = append(missing, fmt.Sprintf("the %s binary (Debian package %s) in PATH", tool.bin, tool.pkg))
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "real-kernel dataplane test needs " + strings.Join(missing, " and ")
-	if os.Getenv(requireKernelEnv) == "1" {
-		tb.Fatal(msg + " (" + requireKernelEnv + "=1 forbids skipping)")
-	}
-	tb.Skip(msg)
+	testutil.RequireKernel(tb, "real-kernel dataplane test", missing)
 }
 
 func run(tb testing.TB, args ...string) string {
@@ -56,7 +43,7 @@ func newNetns(tb testing.TB, prefix, role string) string {
 	name := prefix + "-" + role
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		msg := fmt.Sprintf("cannot create network namespace %s: %v: %s", name, err, strings.TrimSpace(string(out)))
-		if os.Getenv(requireKernelEnv) == "1" {
+		if os.Getenv(testutil.RequireKernelEnv) == "1" {
 			tb.Fatal(msg)
 		}
 		tb.Skip("real-kernel dataplane test needs network namespaces: " + msg)
