@@ -30,8 +30,9 @@ type conflictDescriber struct {
 	// clusters export other ports.
 	portDiffering [2]string
 	// portClashes tells an export that lost no port itself which clusters did.
-	portClashes    string
-	ports          unitedPorts
+	portClashes string
+	// differing lists, sorted, the clusters whose ports are not the oldest export's.
+	differing      []string
 	lossesByReader map[string][]portLoss
 	reasons        []mcsv1beta1.ServiceExportConditionReason
 	fields         map[mcsv1beta1.ServiceExportConditionReason]*describedField
@@ -51,11 +52,11 @@ func newConflictDescriber(
 	fields map[mcsv1beta1.ServiceExportConditionReason]*fieldConflict,
 ) *conflictDescriber {
 	d := &conflictDescriber{
-		oldest:  oldest.ClusterID,
-		service: oldest.ServiceNamespace + "/" + oldest.ServiceName,
-		exports: exports,
-		reasons: reasons,
-		ports:   ports,
+		oldest:    oldest.ClusterID,
+		service:   oldest.ServiceNamespace + "/" + oldest.ServiceName,
+		exports:   exports,
+		reasons:   reasons,
+		differing: ports.differing,
 	}
 	if len(reasons) == 0 {
 		d.reason = string(mcsv1beta1.ServiceExportReasonNoConflicts)
@@ -159,7 +160,7 @@ func (d *conflictDescriber) describe(cluster string) ClusterConflict {
 func (d *conflictDescriber) describePorts(cluster string) string {
 	var clauses []string
 	own := d.lossesByReader[cluster]
-	_, differs := slices.BinarySearch(d.ports.differing, cluster)
+	_, differs := slices.BinarySearch(d.differing, cluster)
 	switch {
 	case len(own) > 0:
 		clashes := make([]string, 0, min(len(own), messagePortLimit))
