@@ -57,6 +57,28 @@ func (e Env) Figure(file string) (path, link string, ok bool) {
 	return filepath.Join(e.FigureDir, file), filepath.ToSlash(filepath.Join(e.FigureLink, file)), true
 }
 
+// Phase timeouts of the parts that wait on a local ClusterSet: a phase of the full run may take
+// minutes on a loaded machine, while a quick run that stalls should fail while its logs are fresh.
+const (
+	fullPhaseTimeout  = 15 * time.Minute
+	quickPhaseTimeout = 3 * time.Minute
+)
+
+// PhaseTimeout is flagValue when set (non-zero), else the default for this run's size.
+func (e Env) PhaseTimeout(flagValue time.Duration) time.Duration {
+	switch {
+	case flagValue > 0:
+		return flagValue
+	case e.Quick:
+		return quickPhaseTimeout
+	default:
+		return fullPhaseTimeout
+	}
+}
+
+// PhaseTimeoutHelp describes PhaseTimeout's defaults in a flag's help text.
+var PhaseTimeoutHelp = fmt.Sprintf("(default %s, %s with --quick)", fullPhaseTimeout, quickPhaseTimeout)
+
 // Logf writes one progress line.
 func (e Env) Logf(format string, args ...any) {
 	if e.Log != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fleetslice/fleetslice/internal/localset"
@@ -45,6 +47,11 @@ func MeasureMCS(ctx context.Context, m MCSMeasurement) (res *MCSResult, err erro
 	}()
 	managers := map[string]*localset.Process{}
 	defer func() {
+		for _, member := range slices.Sorted(maps.Keys(managers)) {
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, managers[member].Describe(20))
+			}
+		}
 		for _, p := range managers {
 			err = errors.Join(err, p.Stop(10*time.Second))
 		}

@@ -145,13 +145,14 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 			return cs, fmt.Errorf("preparing %s: %w", name, err)
 		}
 	}
-	if opts.NoBroker {
-		return cs, nil
+	if !opts.NoBroker {
+		if err := prepareBroker(ctx, cs); err != nil {
+			return cs, fmt.Errorf("preparing broker: %w", err)
+		}
 	}
-	if err := prepareBroker(ctx, cs); err != nil {
-		return cs, fmt.Errorf("preparing broker: %w", err)
-	}
-	return cs, nil
+	// kwokctl reports a cluster up once its API server answers; a controller that exited at start
+	// (a port taken, a bad flag) would otherwise show only as Pods that never run.
+	return cs, cs.componentsRunning()
 }
 
 // Down deletes every cluster recorded in workdir. kwokctl stops each component by the process id
@@ -249,7 +250,11 @@ func (k kwokctl) env() []string {
 
 func (k kwokctl) create(ctx context.Context, name string, extra ...string) error {
 	start := time.Now()
-	args := []string{"create", "cluster", "--name", name, "--runtime", "binary",
+	config, err := k.writePorts(name)
+	if err != nil {
+		return fmt.Errorf("creating cluster %s: %w", name, err)
+	}
+	args := []string{"create", "cluster", "--name", name, "--runtime", "binary", "--config", config,
 		"--kubeconfig", k.kubeconfig, "--wait", "2m", "--quiet-pull",
 		"--etcd-binary", filepath.Join(k.bin, k8sbin.Etcd),
 		"--kube-apiserver-binary", filepath.Join(k.bin, k8sbin.KubeAPIServer),
@@ -262,6 +267,24 @@ func (k kwokctl) create(ctx context.Context, name string, extra ...string) error
 	}
 	k.logf("cluster %s up in %s", name, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// writePorts reserves a port for each component kwokctl would otherwise choose one for (see
+// portRegistry) and writes them as a kwokctl configuration for the cluster.
+func (k kwokctl) writePorts(name string) (string, error) {
+	fields := []string{"etcdPeerPort", "etcdPort", "kubeApiserverPort", "kwokControllerPort",
+		"kubeControllerManagerPort", "kubeSchedulerPort"}
+	ports, err := defaultPortRegistry().reserve(len(fields))
+	if err != nil {
+		return "", err
+	}
+	var config strings.Builder
+	config.WriteString("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n")
+	for i, field := range fields {
+		fmt.Fprintf(&config, "  %s: %d\n", field, ports[i])
+	}
+	path := filepath.Join(k.workdir, "ports-"+name+".yaml")
+	return path, os.WriteFile(path, []byte(config.String()), 0o644)
 }
 
 func (k kwokctl) delete(ctx context.Context, name string) error {

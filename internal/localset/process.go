@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -57,6 +59,20 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
+// Describe says whether the process still runs and ends with the last lines of its log: what an
+// error about a measurement that depended on it should carry.
+func (p *Process) Describe(lines int) string {
+	state := "running"
+	if exited, err := p.Exited(); exited {
+		state = fmt.Sprintf("exited (%v)", err)
+	}
+	log, err := os.ReadFile(p.Log)
+	if err != nil {
+		return fmt.Sprintf("%s: %s; its log: %v", p.Name, state, err)
+	}
+	return fmt.Sprintf("%s: %s; the end of its log:\n%s", p.Name, state, tail(log, lines))
+}
+
 // Stop sends SIGTERM, waits up to grace for a clean exit, then kills.
 func (p *Process) Stop(grace time.Duration) error {
 	if exited, _ := p.Exited(); exited {
@@ -95,4 +111,38 @@ func (cs *ClusterSet) AgentNodes(member string) []string {
 // RulesetPath is where the dry-run agent of a Node writes its ruleset.
 func (cs *ClusterSet) RulesetPath(node string) string {
 	return filepath.Join(cs.Workdir, "rulesets", node+".nft")
+}
+
+// componentsRunning checks that every component kwokctl started for every cluster still runs,
+// and names the ones that do not with the end of their logs.
+func (cs *ClusterSet) componentsRunning() error {
+	var errs []error
+	for _, name := range append([]string{cs.Broker}, cs.Members...) {
+		dir := filepath.Join(cs.Workdir, "kwok", "clusters", name)
+		pidFiles, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+		if err != nil {
+			return err
+		}
+		if len(pidFiles) == 0 {
+			errs = append(errs, fmt.Errorf("cluster %s: kwokctl recorded no components in %s", name, dir))
+		}
+		for _, pidFile := range pidFiles {
+			component := strings.TrimSuffix(filepath.Base(pidFile), ".pid")
+			raw, err := os.ReadFile(pidFile)
+			if err != nil {
+				return err
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+			if err != nil {
+				return fmt.Errorf("cluster %s: reading %s: %w", name, pidFile, err)
+			}
+			if processAlive(pid) {
+				continue
+			}
+			logTail, _ := os.ReadFile(filepath.Join(dir, "logs", component+".log"))
+			errs = append(errs, fmt.Errorf("cluster %s: %s (pid %d) is not running; the end of its log:\n%s",
+				name, component, pid, tail(logTail, 15)))
+		}
+	}
+	return errors.Join(errs...)
 }

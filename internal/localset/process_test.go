@@ -1,6 +1,7 @@
 package localset
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,5 +32,24 @@ func TestProcessStopTwiceAndExited(t *testing.T) {
 	}
 	if exited, _ := p.Exited(); !exited {
 		t.Fatal("Exited must report a stopped process")
+	}
+}
+
+func TestDescribeSaysHowTheProcessEndedAndShowsItsLog(t *testing.T) {
+	cs := &ClusterSet{Workdir: t.TempDir()}
+	p, err := cs.StartProcess("crasher", "/bin/sh", "-c", "echo first; echo 'cannot reach the broker'; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for exited, _ := p.Exited(); !exited; exited, _ = p.Exited() {
+		if time.Now().After(deadline) {
+			t.Fatal("sh did not exit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := p.Describe(1)
+	if !strings.Contains(got, "crasher: exited (exit status 3)") || !strings.Contains(got, "cannot reach the broker") || strings.Contains(got, "first") {
+		t.Fatalf("Describe(1) = %q: want the exit status and only the last log line", got)
 	}
 }

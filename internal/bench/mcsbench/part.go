@@ -39,7 +39,7 @@ var (
 // Part is the `multicluster` benchmark.
 func Part() bench.Part {
 	o := &settings{samples: 50, nodes: 9, lease: 10 * time.Second, clusters: 3,
-		changeEvery: 200 * time.Millisecond, timeout: 15 * time.Minute, seed: 1}
+		changeEvery: 200 * time.Millisecond, seed: 1}
 	return bench.Part{
 		Name:  "multicluster",
 		Title: "Multi-cluster services: propagation and lost-cluster withdrawal on a local ClusterSet",
@@ -52,7 +52,7 @@ func Part() bench.Part {
 			fs.DurationVar(&o.lease, "multicluster-lease-duration", o.lease, "multicluster part: members' --cluster-lease-duration")
 			fs.BoolVar(&o.headless, "multicluster-headless", false, "multicluster part: export headless Services instead of ClusterSetIP ones")
 			fs.DurationVar(&o.changeEvery, "multicluster-change-interval", o.changeEvery, "multicluster part: pause between two scale-ups")
-			fs.DurationVar(&o.timeout, "multicluster-timeout", o.timeout, "multicluster part: how long each phase may take")
+			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
 	}
@@ -86,7 +86,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		res, err := e2ebench.MeasureMCS(ctx, e2ebench.MCSMeasurement{
 			MCSOptions: e2ebench.MCSOptions{
 				Services: n, Samples: min(samples, n), Headless: o.headless,
-				ChangeInterval: o.changeEvery, Seed: o.seed, Timeout: o.timeout, Log: env.Log,
+				ChangeInterval: o.changeEvery, Seed: o.seed, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log,
 			},
 			Clusters: o.clusters, Nodes: nodes, Lease: lease, BinDir: env.BinDir, Workdir: workdir,
 		})

@@ -36,7 +36,7 @@ type partOptions struct {
 
 // Part is the `endpointslice-e2e` benchmark.
 func Part() bench.Part {
-	o := &partOptions{batch: time.Second, timeout: 15 * time.Minute}
+	o := &partOptions{batch: time.Second}
 	return bench.Part{
 		Name:  "endpointslice-e2e",
 		Title: "EndpointSlice controller on a local ClusterSet: fleetslice beside kube-controller-manager",
@@ -49,7 +49,7 @@ func Part() bench.Part {
 				fmt.Sprintf("endpointslice-e2e part: simulated Nodes per cluster, 250 Pods each (default %d, %d with --quick)", fullSizes.nodes, quickSizes.nodes))
 			fs.DurationVar(&o.batch, "endpointslice-e2e-batch-period", o.batch,
 				"endpointslice-e2e part: endpoint updates batch period given to both controllers")
-			fs.DurationVar(&o.timeout, "endpointslice-e2e-timeout", o.timeout, "endpointslice-e2e part: how long each phase may take")
+			fs.DurationVar(&o.timeout, "endpointslice-e2e-timeout", 0, "endpointslice-e2e part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
 	}
@@ -115,9 +115,14 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Rep
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, proc.Stop(10*time.Second)) }()
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, proc.Describe(20))
+		}
+		err = errors.Join(err, proc.Stop(10*time.Second))
+	}()
 
-	opts := e2ebench.Options{Pods: sz.pods, Timeout: o.timeout, Log: env.Log}
+	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}
 	sides, err := e2ebench.Rollout(ctx, cs, opts)
 	if err != nil {
 		return nil, err
