@@ -21,10 +21,19 @@ type Config struct {
 // Run scores one algorithm over the published space (or a sample of it). Sections are handed
 // to workers and merged in the published order, so the result does not depend on scheduling.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
-	start := time.Now()
 	if _, err := NewAlgorithm(cfg.Settings); err != nil {
 		return Stats{}, err
 	}
+	newAlgorithm := func() Algorithm {
+		alg, _ := NewAlgorithm(cfg.Settings)
+		return alg
+	}
+	return runShared(ctx, cfg, newAlgorithm, isProportional(cfg.Settings))
+}
+
+// runShared is Run with the algorithm, and whether sections share plans, chosen by the caller.
+func runShared(ctx context.Context, cfg Config, newAlgorithm func() Algorithm, share bool) (Stats, error) {
+	start := time.Now()
 	secs := sections()
 	offsets := make([]int, len(secs))
 	total := 0
@@ -43,29 +52,33 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 	type worker struct {
 		alg  Algorithm
 		plan *Plan
+		memo *planMemo
 	}
 	newWorker := func() worker {
-		alg, _ := NewAlgorithm(cfg.Settings)
-		return worker{alg: alg, plan: &Plan{}}
+		return worker{alg: newAlgorithm(), plan: &Plan{}, memo: &planMemo{}}
 	}
-	err := parallelFor(ctx, len(secs), workers, newWorker, func(w worker, i int) {
-		st := Stats{Threshold: thresholdOf(cfg.Settings)}
-		secs[i].forEach(func(j int, c Case) {
-			if !pick.picks(offsets[i] + j) {
-				return
+	groups := byCostFirst(secs, shareGroups(secs, share))
+	err := parallelFor(ctx, len(groups), workers, newWorker, func(w worker, g int) {
+		memo := w.memo.reset(len(groups[g]) > 1, secs[groups[g][0]].size())
+		for _, i := range groups[g] {
+			st := Stats{Threshold: thresholdOf(cfg.Settings)}
+			secs[i].forEach(func(j int, c Case) {
+				if !pick.picks(offsets[i] + j) {
+					return
+				}
+				if plan, hinted := memo.plan(w.alg, j, c, w.plan); hinted {
+					st.Add(Evaluate(c, plan))
+				} else {
+					st.Add(Evaluate(c, nil))
+				}
+			})
+			results[i] = st
+			if cfg.Progress != nil {
+				mu.Lock()
+				done += secs[i].size()
+				cfg.Progress(done, total)
+				mu.Unlock()
 			}
-			if w.alg.Plan(c, w.plan) {
-				st.Add(Evaluate(c, w.plan))
-			} else {
-				st.Add(Evaluate(c, nil))
-			}
-		})
-		results[i] = st
-		if cfg.Progress != nil {
-			mu.Lock()
-			done += secs[i].size()
-			cfg.Progress(done, total)
-			mu.Unlock()
 		}
 	})
 	out := Stats{Algorithm: cfg.Algorithm, Threshold: thresholdOf(cfg.Settings)}
