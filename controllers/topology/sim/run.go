@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -28,7 +30,23 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		alg, _ := NewAlgorithm(cfg.Settings)
 		return alg
 	}
+	defer roomyGC()()
 	return runShared(ctx, cfg, newAlgorithm, isProportional(cfg.Settings))
+}
+
+// simGCPercent is the garbage collector's target while a run lasts. Upstream's topologycache
+// allocates hint objects by the hundred per case over a live heap of a few MB, so the default
+// target (100) collects many times a second; a larger one spends about a fifth less time over
+// the whole space for some tens of MB more heap.
+const simGCPercent = 800
+
+// roomyGC raises the GC target for a run unless GOGC was set, and returns what restores it.
+func roomyGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	previous := debug.SetGCPercent(simGCPercent)
+	return func() { debug.SetGCPercent(previous) }
 }
 
 // runShared is Run with the algorithm, and whether sections share plans, chosen by the caller.
