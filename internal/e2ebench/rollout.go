@@ -6,8 +6,10 @@ package e2ebench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,31 +104,58 @@ func Rollout(ctx context.Context, cs *localset.ClusterSet, opts Options) ([]Side
 		{Controller: "fleetslice", Cluster: cs.Members[0]},
 		{Controller: "kube-controller-manager", Cluster: cs.Members[1]},
 	}
+	// Setting up is measured only by its writes, which each side's own API server counts, so
+	// both sides set up at once; the rollouts, which are timed, run one after the other.
+	baselines := make([]map[string]int, len(sides))
+	errs := make([]error, len(sides))
+	var wg sync.WaitGroup
 	for i := range sides {
-		if err := runSide(ctx, cs, &sides[i], opts); err != nil {
+		wg.Go(func() {
+			if baselines[i], errs[i] = setUpSide(ctx, cs, &sides[i], opts); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return sides, err
+	}
+	for i := range sides {
+		if err := rollOutSide(ctx, cs, &sides[i], baselines[i], opts); err != nil {
 			return sides, fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, err)
 		}
 	}
 	return sides, nil
 }
 
-func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options) error {
+// sideClients are one side's client, REST configuration and log.
+func sideClients(cs *localset.ClusterSet, side *Side, opts Options) (client.Client, *rest.Config, func(string, ...any), error) {
 	c, err := cs.Client(side.Cluster)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	cfg, err := cs.RESTConfig(side.Cluster)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	logf := func(format string, args ...any) {
 		if opts.Log != nil {
 			fmt.Fprintf(opts.Log, "[%s] "+format+"\n", append([]any{side.Controller}, args...)...)
 		}
 	}
+	return c, cfg, logf, nil
+}
+
+// setUpSide creates the Service and its Deployment, waits for every endpoint to be ready, and
+// returns the EndpointSlice write counters then.
+func setUpSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options) (map[string]int, error) {
+	c, cfg, logf, err := sideClients(cs, side, opts)
+	if err != nil {
+		return nil, err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-rollout"}}
 	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return err
+		return nil, err
 	}
 	deploy := rolloutDeployment(ns.Name, int32(opts.Pods))
 	svc := &corev1.Service{
@@ -138,24 +167,34 @@ func runSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 	}
 	before, err := endpointSliceWrites(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.Create(ctx, svc); err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.Create(ctx, deploy); err != nil {
-		return err
+		return nil, err
 	}
 	logf("waiting for %d ready endpoints", opts.Pods)
 	if _, err := waitSettled(ctx, c, deploy, opts, nil); err != nil {
-		return err
+		return nil, err
 	}
 	afterSetup, err := endpointSliceWrites(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	side.SetupWrites = diff(afterSetup, before)
+	return afterSetup, nil
+}
 
+// rollOutSide rolls the Deployment to a new template and measures the EndpointSlice writes
+// since afterSetup, over time and in all, until the Service has settled again.
+func rollOutSide(ctx context.Context, cs *localset.ClusterSet, side *Side, afterSetup map[string]int, opts Options) error {
+	c, cfg, logf, err := sideClients(cs, side, opts)
+	if err != nil {
+		return err
+	}
+	deploy := rolloutDeployment("bench-rollout", int32(opts.Pods))
 	logf("rolling out a new template")
 	if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
 		return err
