@@ -12,13 +12,11 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -252,7 +250,7 @@ func (r *MCSRun) logf(format string, args ...any) {
 func serviceName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 
 // Propagate creates the Services, waits until every member imports every cluster's endpoints of
-// every Service, then scales a sample up by one Pod in the first member and times the new
+// every Service, then gives a sample one more Pod each in the first member and times the new
 // address's arrival in every other member.
 func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 	origin := r.cs.Members[0]
@@ -279,10 +277,8 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 	for _, i := range sample {
 		name := serviceName(i)
 		sampled[name] = true
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name}}
-		if err := c.Patch(ctx, d, patch); err != nil {
-			return nil, fmt.Errorf("scaling %s: %w", name, err)
+		if err := c.Create(ctx, backendPod(name, 1)); err != nil {
+			return nil, fmt.Errorf("adding a Pod to %s: %w", name, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -290,7 +286,7 @@ func (r *MCSRun) Propagate(ctx context.Context) (*Propagation, error) {
 		case <-time.After(r.opts.ChangeInterval):
 		}
 	}
-	r.logf("scaled %d Services up by one Pod in %s", len(sample), origin)
+	r.logf("gave %d Services one more Pod in %s", len(sample), origin)
 
 	// Reading our in-memory watch results, not the API: cheap and as fresh as the watches.
 	var seen *Propagation
@@ -405,32 +401,31 @@ func (r *MCSRun) waitImported(ctx context.Context) error {
 	})
 }
 
-// exportedService is a one-Pod Deployment, its Service and the ServiceExport.
+// exportedService is one Pod, its Service and the ServiceExport. Bare Pods rather than a
+// Deployment: at a thousand Services per member, the Deployments' and ReplicaSets' own writes
+// would double the API servers' work on a 2-core machine without touching what is measured.
 func exportedService(name string, headless bool) []client.Object {
-	labels := map[string]string{"app": name}
 	return []client.Object{
-		&appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To[int32](1),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{
-						Name: "app", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-					}}},
-				},
-			},
-		},
+		backendPod(name, 0),
 		&corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name},
 			Spec: corev1.ServiceSpec{
-				Selector: labels, ClusterIP: map[bool]string{true: corev1.ClusterIPNone}[headless],
+				Selector: map[string]string{"app": name}, ClusterIP: map[bool]string{true: corev1.ClusterIPNone}[headless],
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 			},
 		},
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: name}},
+	}
+}
+
+// backendPod is the i-th Pod behind the named Service.
+func backendPod(service string, i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: fmt.Sprintf("%s-%d", service, i), Labels: map[string]string{"app": service}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53",
+			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		}}},
 	}
 }
 

@@ -46,7 +46,7 @@ func Part() bench.Part {
 		Flags: func(fs *pflag.FlagSet) {
 			fs.IntSliceVar(&o.services, "multicluster-services", nil,
 				fmt.Sprintf("multicluster part: exported Services per member, one ClusterSet per value (default %v, %v with --quick)", fullServices, quickServices))
-			fs.IntVar(&o.samples, "multicluster-samples", o.samples, "multicluster part: Services scaled up by one Pod in the first member (at most the Services; fewer with --quick)")
+			fs.IntVar(&o.samples, "multicluster-samples", o.samples, "multicluster part: Services given one more Pod in the first member (at most the Services; fewer with --quick)")
 			fs.IntVar(&o.nodes, "multicluster-nodes", o.nodes, "multicluster part: simulated Nodes per member")
 			fs.IntVar(&o.clusters, "multicluster-clusters", o.clusters, "multicluster part: member clusters")
 			fs.DurationVar(&o.lease, "multicluster-lease-duration", o.lease, "multicluster part: members' --cluster-lease-duration")
@@ -112,9 +112,9 @@ func (o *settings) report(nodes int, lease time.Duration, runs []run) *bench.Rep
 	r := &bench.Report{
 		Intro: fmt.Sprintf("For each size a fresh local ClusterSet: a broker and %d members (kwok Nodes, real API "+
 			"servers), %d simulated Nodes per member, one fleetslice manager process per member (lease %s, renewed "+
-			"every third of it). Every member exports the same %s Services, each backed by a one-Pod Deployment, so "+
-			"every member imports every member's endpoints. Once all imports are complete, sampled Services are scaled "+
-			"up by one Pod in the first member, %s apart, and the new Pod's address is timed until it is listed ready "+
+			"every third of it). Every member exports the same %s Services, each backed by one Pod, so "+
+			"every member imports every member's endpoints. Once all imports are complete, sampled Services get one more "+
+			"Pod in the first member, %s apart, and the new Pod's address is timed until it is listed ready "+
 			"in each other member's imported EndpointSlices (seen by a watch). Then the last member's manager is "+
 			"stopped and the others are timed until they hold none of its imported slices.",
 			o.clusters, nodes, lease, kind, o.changeEvery),
