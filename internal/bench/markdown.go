@@ -32,7 +32,7 @@ each part.
 |---|---|---|
 | ` + "`endpointslice`" + ` | fleetslice's reconciler and upstream's (k8s.io/endpointslice as a library) on the same scripted event streams, in process | about 9 min |
 | ` + "`endpointslice-e2e`" + ` | one Deployment rollout on two simulated clusters, kube-controller-manager's EndpointSlice controller in one and fleetslice in the other; memory at 10,000 Pods | about 9 min |
-| ` + "`topology`" + ` | the published topology simulator's space for no hints, upstream's topologycache and fleetslice's allocator; ` + "`make bench`" + ` scores 4,000,000 evenly spread cases, ` + "`fleetslice bench topology`" + ` all 39,273,145 (about 25 min more) | about 3 min |
+| ` + "`topology`" + ` | the published topology simulator's whole space (39,273,145 cases) for no hints, upstream's topologycache and fleetslice's allocator | about 13 min |
 | ` + "`multicluster`" + ` | propagation of endpoint changes across 3 clusters at 100 and 1,000 exported Services, and withdrawal of a lost cluster | about 9-11 min |
 | ` + "`agent`" + ` | the node agent's nftables cold, full and incremental syncs at 1,000 to 10,000 Services, in a throwaway network namespace (the dry-run renderer without root) | about 2 min |
 
