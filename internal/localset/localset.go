@@ -26,7 +26,7 @@ import (
 // BrokerName is the kwok cluster name of the broker control plane.
 const BrokerName = "broker"
 
-// serviceCIDR is every member's Service IP range; Pod CIDRs are 10.<member>.<node>.0/24.
+// serviceCIDR is every member's Service IP range; Pod CIDRs are /23s of 10.<member>.0.0/16 (podCIDR).
 const serviceCIDR = "10.96.0.0/16"
 
 // stateFile records what `Up` created so `Down` and `Status` work from any later process.

@@ -97,16 +97,13 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	if err := clusterid.Ensure(ctx, c, name); err != nil {
 		return err
 	}
-	if opts.NodesPerCluster > 250 {
-		return fmt.Errorf("at most 250 nodes per cluster (each gets a /24 of 10.<cluster>.0.0/16), got %d", opts.NodesPerCluster)
+	if opts.NodesPerCluster > maxNodesPerCluster {
+		return fmt.Errorf("at most %d nodes per cluster (each gets a /23 of 10.<cluster>.0.0/16), got %d", maxNodesPerCluster, opts.NodesPerCluster)
 	}
 	member := slices.Index(cs.Members, name) + 1
 	for i := range opts.NodesPerCluster {
 		zone := opts.Zones[i%len(opts.Zones)]
-		// Distinct Pod CIDRs per Node and per cluster, so Pod IPs are unique across the ClusterSet
-		// as multi-cluster services need.
-		podCIDR := fmt.Sprintf("10.%d.%d.0/24", member, i)
-		node := simulatedNode(nodeName(name, zone, i/len(opts.Zones)), zone, podCIDR)
+		node := simulatedNode(nodeName(name, zone, i/len(opts.Zones)), zone, podCIDR(member, i))
 		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
@@ -145,6 +142,18 @@ func nodeName(member string, zone Zone, i int) string {
 
 // simulatedNode is a Node kwok will keep Ready. Status is accepted on create for Nodes, which is
 // how kwok's own examples declare capacity.
+// maxNodesPerCluster is how many /23 Pod CIDRs fit a member's 10.<member>.0.0/16.
+const maxNodesPerCluster = 128
+
+// podCIDR is the i-th Node's Pod range in a member: distinct per Node and per cluster, so Pod IPs
+// are unique across the ClusterSet as multi-cluster services need. A /23 rather than a /24:
+// kwok hands out a Node's addresses by counting up from its range and reuses a deleted Pod's
+// address only once it has seen the deletion, so a Node near its 250 Pods during a rollout ran
+// past the end of a /24 into its neighbour's range, and two Pods shared an address.
+func podCIDR(member, i int) string {
+	return fmt.Sprintf("10.%d.%d.0/23", member, 2*i)
+}
+
 func simulatedNode(name string, zone Zone, podCIDR string) *corev1.Node {
 	cpu := resource.MustParse(strconv.Itoa(zone.NodeCPUs))
 	capacity := corev1.ResourceList{

@@ -133,3 +133,31 @@ func TestComponentsRunningNamesTheDeadOneWithItsLog(t *testing.T) {
 		t.Fatalf("want the dead kwok-controller of cluster-1 with its log, got %v", err)
 	}
 }
+
+func TestPodCIDRsAreDisjointAndRoomyAcrossTheClusterSet(t *testing.T) {
+	var ranges []*net.IPNet
+	for member := 1; member <= 3; member++ {
+		for i := range maxNodesPerCluster {
+			_, r, err := net.ParseCIDR(podCIDR(member, i))
+			if err != nil {
+				t.Fatalf("podCIDR(%d, %d): %v", member, i, err)
+			}
+			// Room for a Node's 250 Pods and as many addresses still held by deleted ones.
+			if ones, bits := r.Mask.Size(); 1<<(bits-ones) < 2*250 {
+				t.Fatalf("podCIDR(%d, %d) = %s holds fewer than 500 addresses", member, i, r)
+			}
+			for _, other := range ranges {
+				if other.Contains(r.IP) || r.Contains(other.IP) {
+					t.Fatalf("podCIDR(%d, %d) = %s overlaps %s", member, i, r, other)
+				}
+			}
+			ranges = append(ranges, r)
+		}
+	}
+	_, services, _ := net.ParseCIDR(serviceCIDR)
+	for _, r := range ranges {
+		if services.Contains(r.IP) {
+			t.Fatalf("Pod range %s inside the Service range %s", r, serviceCIDR)
+		}
+	}
+}
