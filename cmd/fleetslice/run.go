@@ -23,6 +23,12 @@ func newRunCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
 			start := time.Now()
+			// Read before anything starts: a wrong --samples (or a run outside the repository,
+			// where config/samples is missing) fails at once, not after the ClusterSet is up.
+			manifests, err := localset.ReadManifests(samples)
+			if err != nil {
+				return fmt.Errorf("reading --samples: %w (run from the repository root, or point --samples at a directory of manifests)", err)
+			}
 			cs, err := localset.Up(ctx, flags.options(cmd))
 			if err != nil {
 				return err
@@ -54,7 +60,7 @@ func newRunCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := localset.ApplyDir(ctx, c, samples); err != nil {
+				if err := localset.Apply(ctx, c, manifests); err != nil {
 					return fmt.Errorf("applying samples to %s: %w", m, err)
 				}
 			}

@@ -16,22 +16,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// ApplyDir server-side applies every manifest in dir (files ending in .yaml, except kustomize's
-// kustomization.yaml), Namespaces first so the rest can land in them.
-func ApplyDir(ctx context.Context, c client.Client, dir string) error {
-	objs, err := ReadManifests(dir)
-	if err != nil {
-		return err
-	}
+// Apply server-side applies objs, as ReadManifests returns them (Namespaces first).
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	for _, obj := range objs {
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("fleetslice-cli"), client.ForceOwnership); err != nil {
+		if err := c.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner("fleetslice-cli"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s/%s: %w", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
 	}
 	return nil
 }
 
-// ReadManifests decodes every YAML document of the manifests in dir.
+// ReadManifests decodes every YAML document of the manifests in dir (files ending in .yaml,
+// except kustomize's kustomization.yaml), Namespaces first so the rest can land in them. A dir
+// with no objects is an error: a relative path read from the wrong directory must not pass for
+// an empty workload.
 func ReadManifests(dir string) ([]*unstructured.Unstructured, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
@@ -61,6 +59,9 @@ func ReadManifests(dir string) ([]*unstructured.Unstructured, error) {
 			}
 			objs = append(objs, obj)
 		}
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("no manifests (*.yaml with objects) in %s", dir)
 	}
 	sort.SliceStable(objs, func(i, j int) bool {
 		return strings.EqualFold(objs[i].GetKind(), "Namespace") && !strings.EqualFold(objs[j].GetKind(), "Namespace")
