@@ -23,7 +23,8 @@ type Config struct {
 // Run scores one algorithm over the published space (or a sample of it). Sections are handed
 // to workers and merged in the published order, so the result does not depend on scheduling.
 func Run(ctx context.Context, cfg Config) (Stats, error) {
-	if _, err := NewAlgorithm(cfg.Settings); err != nil {
+	alg, err := NewAlgorithm(cfg.Settings)
+	if err != nil {
 		return Stats{}, err
 	}
 	newAlgorithm := func() Algorithm {
@@ -31,7 +32,7 @@ func Run(ctx context.Context, cfg Config) (Stats, error) {
 		return alg
 	}
 	defer roomyGC()()
-	return runShared(ctx, cfg, newAlgorithm, isProportional(cfg.Settings))
+	return runShared(ctx, cfg, newAlgorithm, isProportional(alg))
 }
 
 // simGCPercent is the garbage collector's target while a run lasts. Upstream's topologycache

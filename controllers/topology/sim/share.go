@@ -18,11 +18,7 @@ type proportional interface{ proportionalToNodes() }
 
 func (*upstream) proportionalToNodes() {}
 
-func isProportional(s Settings) bool {
-	alg, err := NewAlgorithm(s)
-	if err != nil {
-		return false
-	}
+func isProportional(alg Algorithm) bool {
 	_, ok := alg.(proportional)
 	return ok
 }

@@ -133,7 +133,11 @@ func TestSharedPlansScoreLikeUnshared(t *testing.T) {
 // Upstream hints depend on map order in ties, so two runs differ in the last digits; sharing
 // must agree with planning alone on counts and, to a hundredth of a point, on means.
 func TestSharedUpstreamPlansScoreLikeUnshared(t *testing.T) {
-	if !isProportional(Settings{Algorithm: Upstream}) || isProportional(Settings{Algorithm: Fleetslice}) {
+	fleetslice, err := NewAlgorithm(Settings{Algorithm: Fleetslice, Threshold: 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isProportional(newUpstream()) || isProportional(fleetslice) || isProportional(original{}) {
 		t.Fatal("only upstream is declared proportional")
 	}
 	newUpstreamAlgorithm := func() Algorithm { return newUpstream() }
