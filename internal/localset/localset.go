@@ -239,9 +239,17 @@ type kwokctl struct {
 	log                      io.Writer
 }
 
+// kwokWorkdir is where kwokctl keeps the state of a ClusterSet's clusters.
+func kwokWorkdir(workdir string) string { return filepath.Join(workdir, "kwok") }
+
+// kwokClusterDir holds one cluster's kwokctl state: its config, pids/ and logs/.
+func kwokClusterDir(workdir, cluster string) string {
+	return filepath.Join(kwokWorkdir(workdir), "clusters", cluster)
+}
+
 func (k kwokctl) env() []string {
 	return append(os.Environ(),
-		"KWOK_WORKDIR="+filepath.Join(k.workdir, "kwok"),
+		"KWOK_WORKDIR="+kwokWorkdir(k.workdir),
 		"KWOK_RUNTIME=binary",
 		"KWOK_KUBE_VERSION="+k8sbin.KubernetesVersion,
 		"KWOK_KUBECTL_BINARY="+filepath.Join(k.bin, k8sbin.Kubectl),
@@ -288,7 +296,7 @@ func (k kwokctl) writePorts(name string) (string, error) {
 }
 
 func (k kwokctl) delete(ctx context.Context, name string) error {
-	if _, err := os.Stat(filepath.Join(k.workdir, "kwok", "clusters", name)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(kwokClusterDir(k.workdir, name)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err := k.run(ctx, "delete", "cluster", "--name", name, "--kubeconfig", k.kubeconfig); err != nil {

@@ -66,7 +66,7 @@ func (r portRegistry) reserve(n int) (ports []uint32, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, unlock()) }()
-	taken, err := r.liveReservations()
+	taken, live, err := r.liveReservations()
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,10 @@ func (r portRegistry) reserve(n int) (ports []uint32, err error) {
 		}
 		taken[port] = true
 		ports = append(ports, port)
+		live = append(live, fmt.Sprintf("%d %d", port, os.Getpid()))
 	}
-	return ports, r.record(ports)
+	// Rewritten whole, without the dead processes' lines, so the file does not grow for ever.
+	return ports, r.write(live)
 }
 
 func (r portRegistry) path() string { return filepath.Join(r.dir, "fleetslice-localset-ports") }
@@ -101,18 +103,18 @@ func (r portRegistry) lock() (unlock func() error, err error) {
 	}, nil
 }
 
-// liveReservations reads the registry, keeping only ports whose reserving process still runs.
-func (r portRegistry) liveReservations() (map[uint32]bool, error) {
-	taken := map[uint32]bool{}
+// liveReservations reads the registry: the ports whose reserving process still runs, and their
+// lines.
+func (r portRegistry) liveReservations() (taken map[uint32]bool, live []string, err error) {
+	taken = map[uint32]bool{}
 	f, err := os.Open(r.path())
 	if errors.Is(err, os.ErrNotExist) {
-		return taken, nil
+		return taken, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the port registry: %w", err)
+		return nil, nil, fmt.Errorf("reading the port registry: %w", err)
 	}
 	defer f.Close()
-	var live []string
 	scanner := bufio.NewScanner(f)
 	for scanner.Scan() {
 		var port uint32
@@ -125,24 +127,9 @@ func (r portRegistry) liveReservations() (map[uint32]bool, error) {
 		live = append(live, scanner.Text())
 	}
 	if err := scanner.Err(); err != nil {
-		return nil, fmt.Errorf("reading the port registry: %w", err)
+		return nil, nil, fmt.Errorf("reading the port registry: %w", err)
 	}
-	// Rewrite without the dead processes' lines, so the file does not grow for ever.
-	return taken, r.write(live)
-}
-
-func (r portRegistry) record(ports []uint32) error {
-	f, err := os.OpenFile(r.path(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o666)
-	if err != nil {
-		return fmt.Errorf("writing the port registry: %w", err)
-	}
-	for _, p := range ports {
-		if _, err := fmt.Fprintf(f, "%d %d\n", p, os.Getpid()); err != nil {
-			f.Close()
-			return fmt.Errorf("writing the port registry: %w", err)
-		}
-	}
-	return f.Close()
+	return taken, live, nil
 }
 
 func (r portRegistry) write(lines []string) error {

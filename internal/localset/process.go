@@ -118,7 +118,7 @@ func (cs *ClusterSet) RulesetPath(node string) string {
 func (cs *ClusterSet) componentsRunning() error {
 	var errs []error
 	for _, name := range append([]string{cs.Broker}, cs.Members...) {
-		dir := filepath.Join(cs.Workdir, "kwok", "clusters", name)
+		dir := kwokClusterDir(cs.Workdir, name)
 		pidFiles, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
 		if err != nil {
 			return err
