@@ -28,6 +28,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/pkg/version"
 )
 
 const (
@@ -46,9 +47,14 @@ type flags struct {
 
 func main() {
 	f := bindFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println("fleetslice agent", version.Version)
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("agent")
 

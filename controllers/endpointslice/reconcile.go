@@ -19,6 +19,10 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch;create;update;delete
+// Slices name the Service as their controller with blockOwnerDeletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin allows only to whoever may update the
+// Service's finalizers.
+// +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // errStaleCache makes the workqueue retry with backoff until the cache shows our own last writes.

@@ -1,0 +1,222 @@
+package image
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// WriteOCIArchive writes img as an OCI image-layout tarball that `docker load`, `podman load` and
+// `skopeo copy oci-archive:` accept, tagged ref. The archive's own entries are sorted and stamped
+// with mtime, so equal images give byte-identical files.
+func WriteOCIArchive(img v1.Image, ref, path string, mtime time.Time) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	dir, err := os.MkdirTemp("", "fleetslice-oci-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	err = p.AppendImage(img, layout.WithAnnotations(map[string]string{
+		// containerd (docker load) reads the full name; OCI tools read the tag.
+		"io.containerd.image.name":          tag.Name(),
+		"org.opencontainers.image.ref.name": tag.TagStr(),
+	}))
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := tarDir(dir, out, mtime); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// ReadOCIArchive returns the image of an archive WriteOCIArchive wrote, with the reference it was
+// tagged with. The image reads its blobs from a temporary copy that cleanup removes.
+func ReadOCIArchive(path string) (img v1.Image, ref string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "fleetslice-oci-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer f.Close()
+	if err := Extract(f, dir); err != nil {
+		return nil, "", nil, fmt.Errorf("unpacking %s: %w", path, err)
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if len(im.Manifests) != 1 {
+		return nil, "", nil, fmt.Errorf("%s holds %d images, want 1", path, len(im.Manifests))
+	}
+	desc := im.Manifests[0]
+	img, err = idx.Image(desc.Digest)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return img, desc.Annotations["io.containerd.image.name"], cleanup, nil
+}
+
+// Unpack writes img's root filesystem (every layer applied, whiteouts honoured) into dir.
+func Unpack(img v1.Image, dir string) error {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	return Extract(rc, dir)
+}
+
+// tarDir writes the tree under dir as a tar stream: paths sorted (WalkDir's lexical order),
+// owner root, mode kept, every mtime set to mtime.
+func tarDir(dir string, w io.Writer, mtime time.Time) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.ModTime, hdr.AccessTime, hdr.ChangeTime = mtime.UTC(), time.Time{}, time.Time{}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		hdr.Format = tar.FormatPAX
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// Extract unpacks a tar stream into dir: regular files, directories, symbolic and hard links.
+// Entries that would land outside dir are refused; devices and the like are skipped (an image's
+// root filesystem for a chroot needs none).
+func Extract(r io.Reader, dir string) error {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		target, err := within(root, hdr.Name)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(hdr.Mode).Perm()
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := writeFile(target, tr, mode); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			os.Remove(target)
+			if err := os.Symlink(hdr.Linkname, target); err != nil {
+				return err
+			}
+		case tar.TypeLink:
+			source, err := within(root, hdr.Linkname)
+			if err != nil {
+				return err
+			}
+			os.Remove(target)
+			if err := os.Link(source, target); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func within(root, name string) (string, error) {
+	target := filepath.Join(root, filepath.Clean("/"+name))
+	if target != root && !strings.HasPrefix(target, root+string(filepath.Separator)) {
+		return "", fmt.Errorf("tar entry %q leaves the target directory", name)
+	}
+	return target, nil
+}
+
+func writeFile(path string, r io.Reader, mode os.FileMode) error {
+	os.Remove(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
