@@ -76,13 +76,30 @@ run: build k8s-binaries ## Bring up a local ClusterSet, run fleetslice on it and
 
 ##@ Deployment
 
+# Images: built offline as OCI archives under dist/ (hack/image), loaded into docker or podman
+# when an engine answers, pushed with the credentials their logins leave.
+IMG ?= ghcr.io/fleetslice/manager:latest
+AGENT_IMG ?= ghcr.io/fleetslice/agent:latest
+
+.PHONY: docker-build
+docker-build: ## Build the manager and agent images as dist/manager.tar and dist/agent.tar (IMG, AGENT_IMG).
+	go run ./hack/image build --img $(IMG) --agent-img $(AGENT_IMG) --out dist
+
+.PHONY: docker-push
+docker-push: ## Push dist/manager.tar and dist/agent.tar to the registries their references name.
+	go run ./hack/image push --out dist
+
+.PHONY: build-installer
+build-installer: manifests kustomize ## Write dist/install.yaml, dist/broker.yaml and the Helm chart dist/chart with IMG and AGENT_IMG.
+	go run ./hack/installer --img $(IMG) --agent-img $(AGENT_IMG) --kustomize $(KUSTOMIZE) --out dist
+
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the manager and agent to the cluster of the current kubeconfig context.
-	$(KUSTOMIZE) build config/default | kubectl apply -f -
+deploy: build-installer ## Install dist/install.yaml into the cluster of the current kubeconfig context.
+	kubectl apply --server-side -f dist/install.yaml
 
 .PHONY: undeploy
-undeploy: kustomize ## Remove what deploy created.
-	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found -f -
+undeploy: ## Remove what deploy created.
+	kubectl delete --ignore-not-found -f dist/install.yaml
 
 ##@ Tools
 

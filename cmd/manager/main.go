@@ -2,8 +2,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +45,8 @@ func main() {
 	flag.IntVar(&sliceOpts.Topology.MinEndpointsPerZone, "topology-min-endpoints-per-zone", sliceOpts.Topology.MinEndpointsPerZone, "ready endpoints per zone needed to turn hints on (they turn off below 2 per zone)")
 	var mcs multicluster.Options
 	mcs.BindFlags(flag.CommandLine)
+	brokerOptional := flag.Bool("broker-kubeconfig-optional", false,
+		"run without multi-cluster services while --broker-kubeconfig does not exist (a member not joined to a ClusterSet yet)")
 	flag.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
@@ -58,6 +62,13 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
+	if *brokerOptional && mcs.BrokerKubeconfig != "" {
+		if _, err := os.Stat(mcs.BrokerKubeconfig); errors.Is(err, fs.ErrNotExist) {
+			log.Info("not joined to a ClusterSet: multi-cluster services are off until the broker kubeconfig exists (fleetslice join writes it)",
+				"brokerKubeconfig", mcs.BrokerKubeconfig)
+			mcs.BrokerKubeconfig = ""
+		}
+	}
 	if err := sliceOpts.Validate(); err != nil {
 		log.Error(err, "invalid EndpointSlice controller flags")
 		os.Exit(2)
