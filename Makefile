@@ -53,8 +53,8 @@ k8s-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sched
 	@hack/k8s-binaries.sh
 
 .PHONY: test
-test: vet k8s-binaries ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
-	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+test: vet k8s-binaries kustomize ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
+	KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 # Extra flags for `fleetslice bench`, e.g. make bench BENCH_FLAGS=--quick (every part shrunk, under
 # 3 minutes) or BENCH_FLAGS=--topology-sample=4000000 (an evenly spread tenth of the simulator's space).

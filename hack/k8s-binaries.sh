@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 cache_root=${FLEETSLICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetslice}
 dir="$cache_root/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 mkdir -p "$dir"
@@ -40,5 +41,7 @@ build kube-scheduler "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kube-scheduler "$
 build kubectl "$K8S_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$kube_ldflags"
 build kwok "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwok "$kwok_ldflags"
 build kwokctl "$KWOK_VERSION" kwok sigs.k8s.io/kwok/cmd/kwokctl "$kwok_ldflags"
+# helm only renders dist/chart in tests, to compare it with dist/install.yaml.
+build helm "$HELM_VERSION" helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 
 echo "$dir"

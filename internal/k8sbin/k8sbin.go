@@ -28,9 +28,11 @@ const (
 	Kubectl               = "kubectl"
 	Kwok                  = "kwok"
 	Kwokctl               = "kwokctl"
+	// Helm renders the chart in dist/chart for the installer's tests.
+	Helm = "helm"
 )
 
-var all = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, Kwokctl}
+var all = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, Kwokctl, Helm}
 
 // CacheDir is where hack/k8s-binaries.sh puts the binaries on this machine.
 func CacheDir() string {
