@@ -22,6 +22,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -264,8 +265,8 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	want := &v1alpha1.ServiceExportRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.brokerNamespace,
-			Name:      v1alpha1.RecordName(r.self, record.ServiceNamespace, record.ServiceName),
-			Labels:    v1alpha1.RecordLabels(r.self, record.ServiceNamespace, record.ServiceName),
+			Name:      names.RecordName(r.self, record.ServiceNamespace, record.ServiceName),
+			Labels:    names.RecordLabels(r.self, record.ServiceNamespace, record.ServiceName),
 		},
 		Spec: record,
 	}
@@ -289,7 +290,7 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 
 func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string) ([]discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
-	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(v1alpha1.RecordLabels(r.self, namespace, name)))
+	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(names.RecordLabels(r.self, namespace, name)))
 	return list.Items, err
 }
 
@@ -332,7 +333,7 @@ func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedNam
 		return withdrew, err
 	}
 	record := &v1alpha1.ServiceExportRecord{}
-	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, key.Namespace, key.Name)}, record)
+	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, key.Namespace, key.Name)}, record)
 	if apierrors.IsNotFound(err) {
 		return withdrew, nil
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -99,7 +100,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 	}
 
 	derived := &corev1.Service{}
-	derivedKey := client.ObjectKey{Namespace: key.Namespace, Name: importplan.DerivedServiceName(key.Namespace, key.Name)}
+	derivedKey := client.ObjectKey{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}
 	if err := r.local.Get(ctx, derivedKey, derived); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
@@ -245,7 +246,7 @@ func (r *importReconciler) teardown(ctx context.Context, key types.NamespacedNam
 		return err
 	}
 	derived := &corev1.Service{}
-	err := r.local.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: importplan.DerivedServiceName(key.Namespace, key.Name)}, derived)
+	err := r.local.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}, derived)
 	if err == nil && derived.Labels[mcsv1beta1.LabelServiceName] == key.Name {
 		err = client.IgnoreNotFound(r.local.Delete(ctx, derived, client.Preconditions{UID: &derived.UID}))
 		localWrites.WithLabelValues("service", "delete", result(err)).Inc()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -102,7 +103,7 @@ func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.Servic
 	owner := ownerOf(si)
 	target := sliceplan.Target{Namespace: si.Namespace, Service: si.Name, Owner: &owner}
 	if importType == mcsv1beta1.ClusterSetIP {
-		target.DerivedService = importplan.DerivedServiceName(si.Namespace, si.Name)
+		target.DerivedService = names.DerivedServiceName(si.Namespace, si.Name)
 	}
 	desired := sliceplan.Imported(target, sources)
 	existing := &discoveryv1.EndpointSliceList{}
@@ -146,6 +147,6 @@ func (r *importReconciler) applyLocalSlices(ctx context.Context, changes slicepl
 // ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
 func (r *importReconciler) ownRecordExists(ctx context.Context, namespace, name string) bool {
 	record := &v1alpha1.ServiceExportRecord{}
-	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, namespace, name)}, record)
+	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, namespace, name)}, record)
 	return err == nil
 }

@@ -22,7 +22,6 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 )
 
@@ -49,7 +48,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	log := mgr.GetLogger().WithName("multicluster").WithValues("member", self)
 
-	brokerScheme, err := broker.Scheme()
+	brokerScheme, err := Scheme()
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/internal/crds"
+	"github.com/fleetslice/fleetslice/internal/provision/broker"
 	"github.com/fleetslice/fleetslice/internal/testenv"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetslice/fleetslice/controllers/topology/sim"
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/bench/topologybench/sim"
 )
 
 // QuickSample is how many evenly spread cases --quick scores per algorithm.
