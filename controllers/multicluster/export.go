@@ -24,6 +24,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
 
 // Event reasons on ServiceExports.
@@ -294,29 +295,13 @@ func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string
 	return list.Items, err
 }
 
+// applyBrokerSlices writes this cluster's slice copies in the broker, counting each write once
+// its outcome is known.
 func (r *exportReconciler) applyBrokerSlices(ctx context.Context, changes sliceplan.Changes) error {
-	for _, s := range changes.Delete {
-		err := client.IgnoreNotFound(r.broker.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
-		brokerWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Create {
-		err := r.broker.Create(ctx, s)
-		brokerWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Update {
-		err := r.broker.Update(ctx, s)
-		brokerWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return slicewrite.Apply(ctx, r.broker, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+			brokerWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+		})
 }
 
 // withdraw deletes this cluster's record and slice copies of a Service from the broker, as far

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
 
 // ensureDerived keeps the derived ClusterIP Service of a ClusterSetIP import (and removes it
@@ -116,32 +117,16 @@ func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.Servic
 	return len(desired) > 0, nil
 }
 
+// applyLocalSlices writes the imported slices of one ServiceImport. Each write is counted
+// once its outcome is known; an imported-slice change only when it landed.
 func (r *importReconciler) applyLocalSlices(ctx context.Context, changes sliceplan.Changes) error {
-	for _, s := range changes.Delete {
-		err := client.IgnoreNotFound(r.local.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
-		importedEndpointSlices.WithLabelValues("delete").Inc()
-		localWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Create {
-		err := r.local.Create(ctx, s)
-		importedEndpointSlices.WithLabelValues("create").Inc()
-		localWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Update {
-		err := r.local.Update(ctx, s)
-		importedEndpointSlices.WithLabelValues("update").Inc()
-		localWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return slicewrite.Apply(ctx, r.local, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+			localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+			if err == nil {
+				importedEndpointSlices.WithLabelValues(string(op)).Inc()
+			}
+		})
 }
 
 // ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
