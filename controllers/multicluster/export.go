@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -66,7 +66,7 @@ func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 }
 
 func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := logr.FromContextOrDiscard(ctx)
+	logger := log.FromContext(ctx)
 	if r.leaving.Load() {
 		return reconcile.Result{}, nil
 	}
@@ -77,7 +77,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 		}
 		withdrawn, err := r.withdraw(ctx, req.NamespacedName)
 		if withdrawn {
-			log.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
+			logger.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
@@ -115,7 +115,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 			ObservedGeneration: export.Generation,
 		})
 		if statusErr := r.writeStatus(ctx, export, status); statusErr != nil {
-			log.Error(statusErr, "recording a failed publication")
+			logger.Error(statusErr, "recording a failed publication")
 		}
 		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonBrokerWriteError, "Publish", "Publishing to the broker failed: %v", err)
 		return reconcile.Result{}, err
@@ -143,7 +143,7 @@ func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) mer
 	records := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace),
 		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
+		log.FromContext(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
 	}
 	specs := []merge.Record{own}
 	for i := range records.Items {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -265,7 +265,7 @@ func (r *importReconciler) teardown(ctx context.Context, key types.NamespacedNam
 	err = client.IgnoreNotFound(r.local.Delete(ctx, si, client.Preconditions{UID: &si.UID}))
 	localWrites.WithLabelValues("serviceimport", "delete", result(err)).Inc()
 	if err == nil {
-		logr.FromContextOrDiscard(ctx).Info("deleted the ServiceImport: the last export is gone", "serviceImport", key)
+		log.FromContext(ctx).Info("deleted the ServiceImport: the last export is gone", "serviceImport", key)
 	}
 	return err
 }

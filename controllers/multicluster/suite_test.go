@@ -156,9 +156,9 @@ func (m *member) start(opts multicluster.Options) {
 	opts.BrokerNamespace = brokerNamespace
 	opts.LeaseDuration = leaseDuration
 	opts.RenewInterval = renewInterval
-	Expect(multicluster.Setup(mgr, opts)).To(Succeed())
-
 	ctx, cancel := context.WithCancel(context.Background())
+	Expect(multicluster.Setup(ctx, mgr, opts)).To(Succeed())
+
 	done := make(chan struct{})
 	m.mu.Lock()
 	m.stop, m.done = cancel, done
