@@ -29,7 +29,7 @@ func TestAddToSchemeRegistersTheRecordKinds(t *testing.T) {
 func TestServiceExportRecordDeepCopyIsIndependent(t *testing.T) {
 	timeout := int32(30)
 	original := &ServiceExportRecord{
-		ObjectMeta: metav1.ObjectMeta{Name: RecordName("east", "shop", "cart"), Labels: RecordLabels("east", "shop", "cart")},
+		ObjectMeta: metav1.ObjectMeta{Name: "east.shop.cart", Labels: map[string]string{LabelSourceCluster: "east"}},
 		Spec: ServiceExportRecordSpec{
 			ClusterID:             "east",
 			Ports:                 []mcsv1beta1.ServicePort{{Name: "http", Port: 80}},

@@ -87,8 +87,8 @@ type ServiceExportRecordSpec struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // ServiceExportRecord is one member cluster's published view of one of its ServiceExports.
-// It lives in the broker namespace of a ClusterSet, named by RecordName and labelled by
-// RecordLabels, and only the exporting cluster may write it.
+// It lives in the broker namespace of a ClusterSet, named and labelled by the rules of
+// package controllers/multicluster/names, and only the exporting cluster may write it.
 type ServiceExportRecord struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -100,7 +100,7 @@ func main() {
 		os.Exit(1)
 	}
 	if mcs.Enabled() {
-		if err := multicluster.Setup(mgr, mcs); err != nil {
+		if err := multicluster.Setup(ctx, mgr, mcs); err != nil {
 			log.Error(err, "unable to set up the multi-cluster services controllers")
 			os.Exit(1)
 		}

@@ -2,46 +2,44 @@ package endpointslice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
 
-// write applies a plan: creates first so no endpoint is ever missing, then updates, then deletes.
-// It stops at the first failure, because deleting slices whose replacements could not be written
-// would drop endpoints; the retry plans again from what did land.
+// write applies a plan through slicewrite: creates first so no endpoint is ever missing, then
+// updates, then deletes, stopping at the first failure, because deleting slices whose
+// replacements could not be written would drop endpoints; the retry plans again from what did
+// land.
 func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan) error {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-	for _, s := range p.create {
-		if err := r.Client.Create(ctx, s); err != nil {
-			if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
-				// Creates keep failing while the namespace goes away; nothing left to do.
-				return nil
-			}
-			return fmt.Errorf("creating EndpointSlice for Service %s: %w", key, err)
+	changes := slicewrite.Changes[*discoveryv1.EndpointSlice]{Create: p.create, Update: p.update, Delete: p.delete}
+	err := slicewrite.Apply(ctx, r.Client, changes, func(op slicewrite.Op, s *discoveryv1.EndpointSlice, err error) {
+		if err != nil {
+			return
 		}
-		r.tracker.Wrote(key, s)
-		endpointSliceChanges.WithLabelValues("create").Inc()
+		if op == slicewrite.Delete {
+			r.tracker.Deleted(key, s)
+		} else {
+			r.tracker.Wrote(key, s)
+		}
+		endpointSliceChanges.WithLabelValues(string(op)).Inc()
+	})
+	var failed *slicewrite.Error
+	if errors.As(err, &failed) && failed.Op == slicewrite.Create && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		// Creates keep failing while the namespace goes away; nothing left to do.
+		return nil
 	}
-	for _, s := range p.update {
-		if err := r.Client.Update(ctx, s); err != nil {
-			return fmt.Errorf("updating EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		r.tracker.Wrote(key, s)
-		endpointSliceChanges.WithLabelValues("update").Inc()
-	}
-	for _, s := range p.delete {
-		err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting EndpointSlice %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		r.tracker.Deleted(key, s)
-		endpointSliceChanges.WithLabelValues("delete").Inc()
+	if err != nil {
+		return fmt.Errorf("writing the EndpointSlices of Service %s: %w", key, err)
 	}
 	return nil
 }

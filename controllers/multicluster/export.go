@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,12 +16,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
 
 // Event reasons on ServiceExports.
@@ -64,7 +66,7 @@ func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 }
 
 func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := logr.FromContextOrDiscard(ctx)
+	logger := log.FromContext(ctx)
 	if r.leaving.Load() {
 		return reconcile.Result{}, nil
 	}
@@ -75,7 +77,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 		}
 		withdrawn, err := r.withdraw(ctx, req.NamespacedName)
 		if withdrawn {
-			log.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
+			logger.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
 		}
 		return reconcile.Result{}, err
 	}
@@ -113,7 +115,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 			ObservedGeneration: export.Generation,
 		})
 		if statusErr := r.writeStatus(ctx, export, status); statusErr != nil {
-			log.Error(statusErr, "recording a failed publication")
+			logger.Error(statusErr, "recording a failed publication")
 		}
 		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonBrokerWriteError, "Publish", "Publishing to the broker failed: %v", err)
 		return reconcile.Result{}, err
@@ -141,7 +143,7 @@ func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) mer
 	records := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace),
 		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}); err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
+		log.FromContext(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
 	}
 	specs := []merge.Record{own}
 	for i := range records.Items {
@@ -264,8 +266,8 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	want := &v1alpha1.ServiceExportRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.brokerNamespace,
-			Name:      v1alpha1.RecordName(r.self, record.ServiceNamespace, record.ServiceName),
-			Labels:    v1alpha1.RecordLabels(r.self, record.ServiceNamespace, record.ServiceName),
+			Name:      names.RecordName(r.self, record.ServiceNamespace, record.ServiceName),
+			Labels:    names.RecordLabels(r.self, record.ServiceNamespace, record.ServiceName),
 		},
 		Spec: record,
 	}
@@ -289,33 +291,17 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 
 func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string) ([]discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
-	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(v1alpha1.RecordLabels(r.self, namespace, name)))
+	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(names.RecordLabels(r.self, namespace, name)))
 	return list.Items, err
 }
 
+// applyBrokerSlices writes this cluster's slice copies in the broker, counting each write once
+// its outcome is known.
 func (r *exportReconciler) applyBrokerSlices(ctx context.Context, changes sliceplan.Changes) error {
-	for _, s := range changes.Delete {
-		err := client.IgnoreNotFound(r.broker.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
-		brokerWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Create {
-		err := r.broker.Create(ctx, s)
-		brokerWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Update {
-		err := r.broker.Update(ctx, s)
-		brokerWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return slicewrite.Apply(ctx, r.broker, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+			brokerWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+		})
 }
 
 // withdraw deletes this cluster's record and slice copies of a Service from the broker, as far
@@ -332,7 +318,7 @@ func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedNam
 		return withdrew, err
 	}
 	record := &v1alpha1.ServiceExportRecord{}
-	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, key.Namespace, key.Name)}, record)
+	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, key.Namespace, key.Name)}, record)
 	if apierrors.IsNotFound(err) {
 		return withdrew, nil
 	}

@@ -7,6 +7,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -31,11 +32,11 @@ func brokerObjectToService[T client.Object](onlyCluster string) func(context.Con
 
 // sourceSliceToService maps a local slice of a Service to that Service's export.
 func sourceSliceToService(_ context.Context, obj client.Object) []reconcile.Request {
-	names := localSourceService(obj)
-	if len(names) == 0 {
+	services := localSourceService(obj)
+	if len(services) == 0 {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: names[0]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: services[0]}}}
 }
 
 // sliceToImport maps an imported slice to its ServiceImport, and a local slice of a Service
@@ -66,6 +67,8 @@ func (r *importReconciler) namespaceToImports(ctx context.Context, obj client.Ob
 	}
 	records := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace), client.MatchingFields{indexBrokerNamespace: obj.GetName()}); err != nil {
+		// The cache is the only source; an index error means a programming mistake, worth seeing.
+		log.FromContext(ctx).Error(err, "listing broker records for a namespace; its imports wait for their next event", "namespace", obj.GetName())
 		return nil
 	}
 	return requestsForBrokerObjects(records.Items)

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -143,7 +143,7 @@ func importedAddresses(ctx context.Context, m *member, ns, name string) []string
 
 func derivedService(ctx context.Context, m *member, ns, name string) *corev1.Service {
 	svc := &corev1.Service{}
-	err := m.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: importplan.DerivedServiceName(ns, name)}, svc)
+	err := m.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.DerivedServiceName(ns, name)}, svc)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

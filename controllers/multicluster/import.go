@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,12 +14,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -99,7 +100,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 	}
 
 	derived := &corev1.Service{}
-	derivedKey := client.ObjectKey{Namespace: key.Namespace, Name: importplan.DerivedServiceName(key.Namespace, key.Name)}
+	derivedKey := client.ObjectKey{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}
 	if err := r.local.Get(ctx, derivedKey, derived); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, err
@@ -245,7 +246,7 @@ func (r *importReconciler) teardown(ctx context.Context, key types.NamespacedNam
 		return err
 	}
 	derived := &corev1.Service{}
-	err := r.local.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: importplan.DerivedServiceName(key.Namespace, key.Name)}, derived)
+	err := r.local.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}, derived)
 	if err == nil && derived.Labels[mcsv1beta1.LabelServiceName] == key.Name {
 		err = client.IgnoreNotFound(r.local.Delete(ctx, derived, client.Preconditions{UID: &derived.UID}))
 		localWrites.WithLabelValues("service", "delete", result(err)).Inc()
@@ -264,7 +265,7 @@ func (r *importReconciler) teardown(ctx context.Context, key types.NamespacedNam
 	err = client.IgnoreNotFound(r.local.Delete(ctx, si, client.Preconditions{UID: &si.UID}))
 	localWrites.WithLabelValues("serviceimport", "delete", result(err)).Inc()
 	if err == nil {
-		logr.FromContextOrDiscard(ctx).Info("deleted the ServiceImport: the last export is gone", "serviceImport", key)
+		log.FromContext(ctx).Info("deleted the ServiceImport: the last export is gone", "serviceImport", key)
 	}
 	return err
 }

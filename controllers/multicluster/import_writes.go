@@ -7,11 +7,14 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
 
 // ensureDerived keeps the derived ClusterIP Service of a ClusterSetIP import (and removes it
@@ -102,7 +105,7 @@ func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.Servic
 	owner := ownerOf(si)
 	target := sliceplan.Target{Namespace: si.Namespace, Service: si.Name, Owner: &owner}
 	if importType == mcsv1beta1.ClusterSetIP {
-		target.DerivedService = importplan.DerivedServiceName(si.Namespace, si.Name)
+		target.DerivedService = names.DerivedServiceName(si.Namespace, si.Name)
 	}
 	desired := sliceplan.Imported(target, sources)
 	existing := &discoveryv1.EndpointSliceList{}
@@ -115,37 +118,25 @@ func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.Servic
 	return len(desired) > 0, nil
 }
 
+// applyLocalSlices writes the imported slices of one ServiceImport. Each write is counted
+// once its outcome is known; an imported-slice change only when it landed.
 func (r *importReconciler) applyLocalSlices(ctx context.Context, changes sliceplan.Changes) error {
-	for _, s := range changes.Delete {
-		err := client.IgnoreNotFound(r.local.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
-		importedEndpointSlices.WithLabelValues("delete").Inc()
-		localWrites.WithLabelValues("endpointslice", "delete", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Create {
-		err := r.local.Create(ctx, s)
-		importedEndpointSlices.WithLabelValues("create").Inc()
-		localWrites.WithLabelValues("endpointslice", "create", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	for _, s := range changes.Update {
-		err := r.local.Update(ctx, s)
-		importedEndpointSlices.WithLabelValues("update").Inc()
-		localWrites.WithLabelValues("endpointslice", "update", result(err)).Inc()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return slicewrite.Apply(ctx, r.local, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+			localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+			if err == nil {
+				importedEndpointSlices.WithLabelValues(string(op)).Inc()
+			}
+		})
 }
 
 // ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
+// A failed read is logged and answered no: the export's own events requeue the import.
 func (r *importReconciler) ownRecordExists(ctx context.Context, namespace, name string) bool {
 	record := &v1alpha1.ServiceExportRecord{}
-	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: v1alpha1.RecordName(r.self, namespace, name)}, record)
+	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, namespace, name)}, record)
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "reading this cluster's broker record", "service", namespace+"/"+name)
+	}
 	return err == nil
 }

@@ -56,7 +56,9 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			if r.leaveOnShutdown {
 				r.leaving.Store(true)
-				leaveCtx, cancel := context.WithTimeout(context.Background(), DefaultLeaveTimeout)
+				// ctx is done: leave on a context that keeps its values (the logger) but not
+				// its cancellation, bounded by its own timeout.
+				leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultLeaveTimeout)
 				defer cancel()
 				if err := Leave(leaveCtx, r.writer, r.namespace, r.self); err != nil {
 					r.log.Error(err, "leaving the ClusterSet failed; peers will drop this cluster when its Lease lapses")

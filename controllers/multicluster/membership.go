@@ -5,13 +5,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
@@ -66,7 +66,7 @@ func (m *membership) subscribe() chan event.GenericEvent {
 
 // Reconcile judges every member Lease in the broker cache.
 func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	log := logr.FromContextOrDiscard(ctx)
+	logger := log.FromContext(ctx)
 	list := &coordinationv1.LeaseList{}
 	if err := m.reader.List(ctx, list, client.InNamespace(m.namespace)); err != nil {
 		return reconcile.Result{}, err
@@ -96,12 +96,12 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			state = "live"
 		}
 		clusterTransitions.WithLabelValues(m.self, cluster, state).Inc()
-		log.Info("peer liveness changed", "cluster", cluster, "state", state,
+		logger.Info("peer liveness changed", "cluster", cluster, "state", state,
 			"leaseExpiry", next.Expiries[cluster], "reference", next.Reference)
 		if state == "lost" && m.withdraw != nil {
 			if err := m.withdraw(ctx, cluster); err != nil {
 				// The import controller withdraws them too, one ServiceImport at a time.
-				log.Error(err, "bulk withdrawal of a lost cluster's endpoints failed", "cluster", cluster)
+				logger.Error(err, "bulk withdrawal of a lost cluster's endpoints failed", "cluster", cluster)
 			}
 		}
 	}
@@ -143,7 +143,7 @@ func servicesOfAnnouncedCluster(reader client.Reader, namespace string) handler.
 		}
 		records := &v1alpha1.ServiceExportRecordList{}
 		if err := reader.List(ctx, records, opts...); err != nil {
-			logr.FromContextOrDiscard(ctx).Error(err, "listing broker records for a membership change")
+			log.FromContext(ctx).Error(err, "listing broker records for a membership change")
 			return nil
 		}
 		return requestsForBrokerObjects(records.Items)

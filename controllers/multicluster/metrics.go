@@ -30,7 +30,7 @@ var (
 	}, []string{"member", "cluster", "state"})
 	importedEndpointSlices = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricsPrefix + "imported_endpointslice_changes_total",
-		Help: "Imported EndpointSlices created, updated and deleted.",
+		Help: "Imported EndpointSlices created, updated and deleted; failed writes count only in local_writes_total.",
 	}, []string{"operation"})
 )
 

@@ -1,8 +1,9 @@
 // Package multicluster runs fleetslice's multi-cluster services controllers (KEP-1645) in one
 // member cluster of a ClusterSet. The member publishes its ServiceExports to a broker (a
-// namespace in any Kubernetes API server, prepared by package broker) as ServiceExportRecords
-// and EndpointSlice copies, renews a Lease there, and materialises every ServiceImport of the
-// ClusterSet locally from what all live members published:
+// namespace in any Kubernetes API server, prepared by tooling such as `fleetslice up` or
+// config/broker) as ServiceExportRecords and EndpointSlice copies, renews a Lease there, and
+// materialises every ServiceImport of the ClusterSet locally from what all live members
+// published:
 //
 //   - the export controller validates each ServiceExport, publishes its record and slice
 //     copies, and sets Valid, Ready and Conflict (the merge over all live members' records);
@@ -22,8 +23,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 )
 
 // Defaults of Options.
@@ -40,11 +39,11 @@ type Options struct {
 	// ClusterID is this member's id when the ClusterProperty cluster.clusterset.k8s.io does not
 	// exist. When both exist they must agree.
 	ClusterID string
-	// BrokerConfig reaches the broker as this member's own identity (see broker.Prepare).
+	// BrokerConfig reaches the broker as this member's own identity.
 	BrokerConfig *rest.Config
 	// BrokerKubeconfig is a path to such a kubeconfig, read when BrokerConfig is nil.
 	BrokerKubeconfig string
-	// BrokerNamespace is the ClusterSet's namespace in the broker; default broker.DefaultNamespace.
+	// BrokerNamespace is the ClusterSet's namespace in the broker; default DefaultNamespace.
 	BrokerNamespace string
 	// LeaseDuration is how long this member's Lease vouches for it after each renewal. Peers
 	// withdraw this member's endpoints once it has lapsed. Default 30s.
@@ -72,7 +71,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"this member's ClusterSet id, used when the ClusterProperty cluster.clusterset.k8s.io does not exist")
 	fs.StringVar(&o.BrokerKubeconfig, "broker-kubeconfig", o.BrokerKubeconfig,
 		"kubeconfig of this member's broker identity; empty disables multi-cluster services")
-	fs.StringVar(&o.BrokerNamespace, "broker-namespace", broker.DefaultNamespace, "the ClusterSet's namespace in the broker")
+	fs.StringVar(&o.BrokerNamespace, "broker-namespace", DefaultNamespace, "the ClusterSet's namespace in the broker")
 	fs.DurationVar(&o.LeaseDuration, "cluster-lease-duration", DefaultLeaseDuration,
 		"how long this member's broker Lease vouches for it; peers withdraw its endpoints once it lapses")
 	fs.DurationVar(&o.RenewInterval, "cluster-lease-renew-interval", 0, "how often the Lease is renewed (default a third of the lease duration)")
@@ -89,7 +88,7 @@ func (o Options) Enabled() bool {
 
 func (o Options) withDefaults() Options {
 	if o.BrokerNamespace == "" {
-		o.BrokerNamespace = broker.DefaultNamespace
+		o.BrokerNamespace = DefaultNamespace
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = DefaultLeaseDuration

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 func TestOptionsDefaultsAndValidation(t *testing.T) {
@@ -62,7 +63,7 @@ func TestBindFlags(t *testing.T) {
 func TestTrustworthy(t *testing.T) {
 	record := func(label, specCluster, ns, name string) *v1alpha1.ServiceExportRecord {
 		return &v1alpha1.ServiceExportRecord{
-			ObjectMeta: metav1.ObjectMeta{Labels: v1alpha1.RecordLabels(label, "shop", "web")},
+			ObjectMeta: metav1.ObjectMeta{Labels: names.RecordLabels(label, "shop", "web")},
 			Spec:       v1alpha1.ServiceExportRecordSpec{ClusterID: specCluster, ServiceNamespace: ns, ServiceName: name},
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -22,7 +23,7 @@ var _ = Describe("broker isolation", func() {
 		createService(ctx, b, ns, "web", nil)
 		createSlice(ctx, b, ns, "web", "web-b", "10.2.0.1")
 		export(ctx, b, ns, "web", nil)
-		recordKey := client.ObjectKey{Namespace: brokerNamespace, Name: v1alpha1.RecordName("b", ns, "web")}
+		recordKey := client.ObjectKey{Namespace: brokerNamespace, Name: names.RecordName("b", ns, "web")}
 		Eventually(func() error {
 			return a.brokerAsMember.Get(ctx, recordKey, &v1alpha1.ServiceExportRecord{})
 		}).Should(Succeed(), "every member may read every record")
@@ -51,7 +52,7 @@ var _ = Describe("broker isolation", func() {
 
 		By("creating a record in b's name")
 		forged := &v1alpha1.ServiceExportRecord{
-			ObjectMeta: metav1.ObjectMeta{Namespace: brokerNamespace, Name: v1alpha1.RecordName("b", ns, "forged"), Labels: v1alpha1.RecordLabels("b", ns, "forged")},
+			ObjectMeta: metav1.ObjectMeta{Namespace: brokerNamespace, Name: names.RecordName("b", ns, "forged"), Labels: names.RecordLabels("b", ns, "forged")},
 			Spec:       *original.Spec.DeepCopy(),
 		}
 		forged.Spec.ServiceName = "forged"
@@ -59,21 +60,21 @@ var _ = Describe("broker isolation", func() {
 
 		By("creating a record labelled as a that speaks for b")
 		disguised := forged.DeepCopy()
-		disguised.Name = v1alpha1.RecordName("a", ns, "forged")
-		disguised.Labels = v1alpha1.RecordLabels("a", ns, "forged")
+		disguised.Name = names.RecordName("a", ns, "forged")
+		disguised.Labels = names.RecordLabels("a", ns, "forged")
 		refused(a.brokerAsMember.Create(ctx, disguised))
 
 		By("rewriting and adding b's slice copies")
 		copies := &discoveryv1.EndpointSliceList{}
 		Eventually(func() ([]discoveryv1.EndpointSlice, error) {
-			err := a.brokerAsMember.List(ctx, copies, client.InNamespace(brokerNamespace), client.MatchingLabels(v1alpha1.RecordLabels("b", ns, "web")))
+			err := a.brokerAsMember.List(ctx, copies, client.InNamespace(brokerNamespace), client.MatchingLabels(names.RecordLabels("b", ns, "web")))
 			return copies.Items, err
 		}).Should(HaveLen(1))
 		copied := copies.Items[0].DeepCopy()
 		copied.Endpoints[0].Addresses = []string{"6.6.6.6"}
 		refused(a.brokerAsMember.Update(ctx, copied))
 		extra := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: brokerNamespace, Name: "extra", Labels: v1alpha1.RecordLabels("b", ns, "web")},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: brokerNamespace, Name: "extra", Labels: names.RecordLabels("b", ns, "web")},
 			AddressType: discoveryv1.AddressTypeIPv4,
 		}
 		extra.Labels[discoveryv1.LabelManagedBy] = sliceplan.ManagedBy
@@ -95,8 +96,8 @@ var _ = Describe("broker isolation", func() {
 		Expect(after.Spec).To(Equal(original.Spec))
 		Expect(after.Labels).To(Equal(original.Labels))
 		own := forged.DeepCopy()
-		own.Name = v1alpha1.RecordName("a", ns, "own")
-		own.Labels = v1alpha1.RecordLabels("a", ns, "own")
+		own.Name = names.RecordName("a", ns, "own")
+		own.Labels = names.RecordLabels("a", ns, "own")
 		own.Spec.ClusterID, own.Spec.ServiceName = "a", "own"
 		Expect(a.brokerAsMember.Create(ctx, own)).To(Succeed())
 		// a's export controller withdraws it: a exports no such Service.

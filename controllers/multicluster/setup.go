@@ -22,15 +22,15 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 )
 
 // Setup adds the multi-cluster controllers of this member to mgr: a cache of the broker
 // namespace, the Lease renewer, and the membership, export and import controllers. The
 // manager's scheme must know the core, discovery and mcs-api v1beta1 types. The cluster id is
-// resolved from the ClusterProperty (falling back to opts.ClusterID) before anything starts.
-func Setup(mgr ctrl.Manager, opts Options) error {
+// resolved from the ClusterProperty (falling back to opts.ClusterID) before anything starts;
+// ctx (the manager's, e.g. from ctrl.SetupSignalHandler) bounds that read and the index setup.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return err
@@ -42,14 +42,13 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		}
 		opts.BrokerConfig = cfg
 	}
-	ctx := context.Background()
 	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
 	if err != nil {
 		return err
 	}
 	log := mgr.GetLogger().WithName("multicluster").WithValues("member", self)
 
-	brokerScheme, err := broker.Scheme()
+	brokerScheme, err := Scheme()
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/internal/crds"
+	"github.com/fleetslice/fleetslice/internal/provision/broker"
 	"github.com/fleetslice/fleetslice/internal/testenv"
 )
 
@@ -156,9 +156,9 @@ func (m *member) start(opts multicluster.Options) {
 	opts.BrokerNamespace = brokerNamespace
 	opts.LeaseDuration = leaseDuration
 	opts.RenewInterval = renewInterval
-	Expect(multicluster.Setup(mgr, opts)).To(Succeed())
-
 	ctx, cancel := context.WithCancel(context.Background())
+	Expect(multicluster.Setup(ctx, mgr, opts)).To(Succeed())
+
 	done := make(chan struct{})
 	m.mu.Lock()
 	m.stop, m.done = cancel, done

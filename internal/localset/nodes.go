@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/controllers/multicluster/broker"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/internal/crds"
+	"github.com/fleetslice/fleetslice/internal/provision/broker"
 )
 
 // Zone is one availability zone of the simulated clusters. Nodes in different zones get different

@@ -4,8 +4,6 @@
 package importplan
 
 import (
-	"crypto/sha256"
-	"encoding/base32"
 	"slices"
 	"strings"
 
@@ -15,29 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 const (
-	// DerivedPrefix starts every derived Service's name.
-	DerivedPrefix = "derived-"
-	// derivedDigestLen base32 characters keep 50 bits of the namespace/name digest: enough to
-	// keep one namespace's imports apart, short enough to read.
-	derivedDigestLen = 10
 	// defaultAffinityTimeout is what the API server fills in for ClientIP affinity without a
 	// config; the desired Service carries it so that it does not differ from the stored one.
 	defaultAffinityTimeout = int32(10800)
 )
-
-var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// DerivedServiceName returns the name of the ClusterIP Service that backs the ServiceImport
-// namespace/name: "derived-" and a digest of namespace/name. It is deterministic, so every
-// member and every restart finds the same Service, and it cannot collide with the import's own
-// name, which users may also use for a local Service.
-func DerivedServiceName(namespace, name string) string {
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	return DerivedPrefix + lowerBase32.EncodeToString(sum[:])[:derivedDigestLen]
-}
 
 // FamilyAttempt is one way of asking for the derived Service's IP families.
 type FamilyAttempt struct {
@@ -67,7 +51,7 @@ func DerivedService(namespace, name string, spec mcsv1beta1.ServiceImportSpec, o
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:       namespace,
-			Name:            DerivedServiceName(namespace, name),
+			Name:            names.DerivedServiceName(namespace, name),
 			Labels:          map[string]string{mcsv1beta1.LabelServiceName: name},
 			OwnerReferences: []metav1.OwnerReference{owner},
 		},

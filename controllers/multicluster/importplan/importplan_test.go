@@ -6,27 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 var owner = metav1.OwnerReference{APIVersion: "multicluster.x-k8s.io/v1beta1", Kind: "ServiceImport", Name: "web", UID: "uid", Controller: ptr.To(true)}
-
-func TestDerivedServiceName(t *testing.T) {
-	a := DerivedServiceName("shop", "web")
-	if errs := validation.IsDNS1035Label(a); len(errs) > 0 {
-		t.Fatalf("%q is not a Service name: %v", a, errs)
-	}
-	if a != DerivedServiceName("shop", "web") {
-		t.Fatal("not deterministic")
-	}
-	for _, other := range [][2]string{{"shop", "api"}, {"shopw", "eb"}, {"web", "shop"}} {
-		if DerivedServiceName(other[0], other[1]) == a {
-			t.Fatalf("%v collides with shop/web", other)
-		}
-	}
-}
 
 func TestFamilyAttempts(t *testing.T) {
 	if got := FamilyAttempts(nil); len(got) != 1 || got[0].Policy != nil || got[0].Families != nil {
@@ -57,7 +43,7 @@ func importSpec() mcsv1beta1.ServiceImportSpec {
 func TestDerivedServiceAndUpdate(t *testing.T) {
 	spec := importSpec()
 	svc := DerivedService("shop", "web", spec, owner, FamilyAttempts(spec.IPFamilies)[0])
-	if svc.Name != DerivedServiceName("shop", "web") || svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Selector != nil {
+	if svc.Name != names.DerivedServiceName("shop", "web") || svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Selector != nil {
 		t.Fatalf("derived Service %+v", svc)
 	}
 	if *svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds != defaultAffinityTimeout {

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 const (
@@ -44,11 +44,6 @@ func SourceSlices(service string, candidates []discoveryv1.EndpointSlice) []*dis
 	return out
 }
 
-// BrokerCopyName is the deterministic name of the broker copy of one local slice.
-func BrokerCopyName(cluster, namespace, sourceSlice string) string {
-	return v1alpha1.RecordName(cluster, namespace, sourceSlice)
-}
-
 // BrokerCopies returns the copies cluster publishes to brokerNamespace for the local slices of
 // the Service namespace/service. A copy keeps the address type, ports and endpoints (zones,
 // hints, hostnames and conditions included) and drops what only means something in the
@@ -56,12 +51,12 @@ func BrokerCopyName(cluster, namespace, sourceSlice string) string {
 func BrokerCopies(cluster, brokerNamespace, namespace, service string, sources []*discoveryv1.EndpointSlice) []*discoveryv1.EndpointSlice {
 	out := make([]*discoveryv1.EndpointSlice, 0, len(sources))
 	for _, src := range sources {
-		labels := v1alpha1.RecordLabels(cluster, namespace, service)
+		labels := names.RecordLabels(cluster, namespace, service)
 		labels[discoveryv1.LabelManagedBy] = ManagedBy
 		out = append(out, &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace:   brokerNamespace,
-				Name:        BrokerCopyName(cluster, namespace, src.Name),
+				Name:        names.BrokerCopyName(cluster, namespace, src.Name),
 				Labels:      labels,
 				Annotations: map[string]string{AnnotationSourceSlice: src.Name},
 			},

@@ -5,31 +5,7 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
-
-// FuzzImportedName: names are valid DNS labels, deterministic and distinct for distinct inputs.
-func FuzzImportedName(f *testing.F) {
-	f.Add("web", "east", "web-abc", "web", "east", "web-abd")
-	f.Add("a-b", "c", "d", "a", "b-c", "d")
-	f.Add("", "", "", "x", "", "")
-	f.Add("Ü", "east.one", "slice.1", "u", "east-one", "slice-1")
-	f.Fuzz(func(t *testing.T, s1, c1, n1, s2, c2, n2 string) {
-		first := ImportedName(s1, c1, n1)
-		if errs := validation.IsDNS1123Label(first); len(errs) > 0 {
-			t.Fatalf("ImportedName(%q, %q, %q) = %q: %v", s1, c1, n1, first, errs)
-		}
-		if first != ImportedName(s1, c1, n1) {
-			t.Fatal("not deterministic")
-		}
-		if s1 == s2 && c1 == c2 && n1 == n2 {
-			return
-		}
-		if first == ImportedName(s2, c2, n2) {
-			t.Fatalf("(%q,%q,%q) and (%q,%q,%q) share %q", s1, c1, n1, s2, c2, n2, first)
-		}
-	})
-}
 
 // FuzzPlan: applying the planned changes to the existing slices gives exactly the desired
 // content, and planning again from the result changes nothing.

@@ -1,23 +1,14 @@
 package sliceplan
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
-	"strconv"
 	"strings"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/names"
-)
-
-const (
-	importedServicePartMax = 30
-	importedClusterPartMax = 20
-	importedDigestHexLen   = 12
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 // Target is the ServiceImport that imported slices belong to.
@@ -31,29 +22,6 @@ type Target struct {
 	Owner *metav1.OwnerReference
 }
 
-// ImportedName is the deterministic name of the imported slice made from the slice sourceSlice
-// of cluster, for the Service service. The readable part is cut short and the digest of the
-// full inputs keeps names of different sources apart.
-func ImportedName(service, cluster, sourceSlice string) string {
-	digest := sha256.New()
-	for _, part := range []string{service, cluster, sourceSlice} {
-		digest.Write([]byte(strconv.Itoa(len(part))))
-		digest.Write([]byte{':'})
-		digest.Write([]byte(part))
-	}
-	sum := hex.EncodeToString(digest.Sum(nil))[:importedDigestHexLen]
-	parts := make([]string, 0, 3)
-	for _, p := range []struct {
-		text string
-		max  int
-	}{{service, importedServicePartMax}, {cluster, importedClusterPartMax}} {
-		if s := names.DNSLabelPart(p.text, p.max); s != "" {
-			parts = append(parts, s)
-		}
-	}
-	return strings.Join(append(parts, sum), "-")
-}
-
 // Imported returns the imported slices of target, one per source slice, ordered by name.
 // Each carries the multi-cluster service-name and source-cluster labels, the derived
 // Service's name for proxies, fleetslice's managed-by value and the ServiceImport as owner.
@@ -64,7 +32,7 @@ func Imported(target Target, sources []Source) []*discoveryv1.EndpointSlice {
 		if src.Slice == nil || src.Cluster == "" || src.Name == "" {
 			continue
 		}
-		name := ImportedName(target.Service, src.Cluster, src.Name)
+		name := names.ImportedName(target.Service, src.Cluster, src.Name)
 		if seen[name] {
 			continue
 		}

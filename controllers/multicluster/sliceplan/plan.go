@@ -10,9 +10,10 @@ import (
 // Changes reconcile an existing set of slices with a desired one.
 type Changes struct {
 	// Create holds slices to create, Update desired content carrying the existing object's
-	// resourceVersion, and Delete the existing slices to remove. Apply deletes first: a slice
-	// whose address type changed (which the API does not allow to update) is deleted and
-	// created again under the same name.
+	// resourceVersion, and Delete the existing slices to remove. A slice whose address type
+	// changed (which the API does not allow to update) is in both Delete and Create under the
+	// same name; the writer (package slicewrite) deletes it before creating it again, and
+	// makes every other create before any delete.
 	Create, Update, Delete []*discoveryv1.EndpointSlice
 }
 

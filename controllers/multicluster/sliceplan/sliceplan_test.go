@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 func TestSourceSlicesSkipsOursOthersAndDeleted(t *testing.T) {
@@ -39,10 +39,10 @@ func TestBrokerCopies(t *testing.T) {
 		t.Fatalf("got %d copies, want 1", len(copies))
 	}
 	c := copies[0]
-	if c.Namespace != "broker" || c.Name != v1alpha1.RecordName("east", "shop", "web-abc") {
+	if c.Namespace != "broker" || c.Name != names.RecordName("east", "shop", "web-abc") {
 		t.Fatalf("copy is %s/%s", c.Namespace, c.Name)
 	}
-	wantLabels := v1alpha1.RecordLabels("east", "shop", "web")
+	wantLabels := names.RecordLabels("east", "shop", "web")
 	wantLabels[discoveryv1.LabelManagedBy] = ManagedBy
 	if !equality.Semantic.DeepEqual(c.Labels, wantLabels) {
 		t.Fatalf("labels %v, want %v", c.Labels, wantLabels)
@@ -97,7 +97,7 @@ func TestImported(t *testing.T) {
 	if byCluster["east"].Endpoints[0].NodeName == nil {
 		t.Fatal("this cluster's own endpoints keep their node names")
 	}
-	if byCluster["west"].Name != ImportedName("web", "west", "web-abc") {
+	if byCluster["west"].Name != names.ImportedName("web", "west", "web-abc") {
 		t.Fatal("imported name must derive from the source slice, not the broker copy")
 	}
 

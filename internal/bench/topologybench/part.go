@@ -1,6 +1,6 @@
 // Package topologybench is the `topology` part of `fleetslice bench`: the published topology
 // simulator's 3-zone space scored for no hints ("original"), upstream's topologycache and
-// fleetslice's allocator, through controllers/topology/sim, with the trade-off picture.
+// fleetslice's allocator, through internal/bench/topologybench/sim, with the trade-off picture.
 package topologybench
 
 import (
@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetslice/fleetslice/controllers/topology/sim"
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/bench/topologybench/sim"
 )
 
 // QuickSample is how many evenly spread cases --quick scores per algorithm.
@@ -118,7 +118,7 @@ func report(results []sim.Stats, sample int, env bench.Env) (*bench.Report, erro
 	}
 	rep := &bench.Report{
 		Intro: fmt.Sprintf(`The topology-aware routing talk's evaluation (googleinterns/k8s-topology-simulator),
-re-implemented in controllers/topology/sim and run here over %s: three zones, each sending
+re-implemented in internal/bench/topologybench/sim and run here over %s: three zones, each sending
 traffic in proportion to its Nodes; in-zone is the share of traffic kept in its zone, deviation
 scores how far endpoint loads stray from an even share, slice scores EndpointSlices used; total =
 0.45 in-zone + 0.40 deviation + 0.15 slice. "Slice" counts the slices the controllers really

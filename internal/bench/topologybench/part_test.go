@@ -3,7 +3,7 @@ package topologybench
 import (
 	"testing"
 
-	"github.com/fleetslice/fleetslice/controllers/topology/sim"
+	"github.com/fleetslice/fleetslice/internal/bench/topologybench/sim"
 )
 
 func TestChecksFlagWhatBreaks(t *testing.T) {

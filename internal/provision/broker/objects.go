@@ -2,6 +2,9 @@
 // that lets each member read everything there but write only records, EndpointSlice copies and
 // its own Lease, the ValidatingAdmissionPolicies that refuse a write labelled with another
 // member's cluster id, and one ServiceAccount identity (and kubeconfig) per member.
+//
+// It is tooling (the local ClusterSet, end-to-end benchmarks, tests), not runtime: it installs
+// CRDs and issues tokens, which a member's manager never does, so it lives outside controllers/.
 package broker
 
 import (
@@ -16,12 +19,13 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 )
 
 const (
-	// DefaultNamespace is the broker namespace `fleetslice up` uses.
-	DefaultNamespace = "fleetslice-broker"
+	// DefaultNamespace is the broker namespace `fleetslice up` uses, the one members default to.
+	DefaultNamespace = multicluster.DefaultNamespace
 	// MemberRoleName is the Role every member identity is bound to.
 	MemberRoleName = "fleetslice-member"
 	// MemberPrefix starts every member's ServiceAccount name: member-<cluster id>.

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 // probeService names the Service the dry-run probes pretend to publish.
@@ -39,8 +39,8 @@ func Verify(ctx context.Context, memberConfig *rest.Config, namespace, cluster s
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: namespace,
-				Name:      v1alpha1.RecordName(owner, namespace, probeService),
-				Labels:    v1alpha1.RecordLabels(owner, namespace, probeService),
+				Name:      names.RecordName(owner, namespace, probeService),
+				Labels:    names.RecordLabels(owner, namespace, probeService),
 			},
 			AddressType: discoveryv1.AddressTypeIPv4,
 		}

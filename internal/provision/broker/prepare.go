@@ -13,14 +13,13 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/internal/crds"
 )
@@ -76,13 +75,10 @@ func Prepare(ctx context.Context, cfg *rest.Config, namespace string, clusters [
 	return out, nil
 }
 
-// Scheme registers what the broker serves that Prepare and the controllers use.
+// Scheme registers what Prepare writes to the broker: what members use, and CRDs.
 func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
+	s, err := multicluster.Scheme()
+	if err != nil {
 		return nil, err
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {

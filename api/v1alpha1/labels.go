@@ -1,0 +1,14 @@
+package v1alpha1
+
+import mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+// Labels on every object a member writes into the broker namespace, so that any member can
+// list "everything for namespace/name" or "everything from cluster X" with a label selector.
+const (
+	// LabelSourceCluster carries the id of the cluster that wrote the object.
+	LabelSourceCluster = mcsv1beta1.LabelSourceCluster
+	// LabelServiceNamespace carries the namespace of the exported Service.
+	LabelServiceNamespace = "fleetslice.io/service-namespace"
+	// LabelServiceName carries the name of the exported Service.
+	LabelServiceName = "fleetslice.io/service-name"
+)
