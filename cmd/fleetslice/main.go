@@ -29,12 +29,13 @@ func main() {
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fleetslice",
-		Short:         "Run and inspect fleetslice on a local ClusterSet of simulated clusters",
+		Short:         "Join clusters to a ClusterSet, and run and inspect fleetslice on a local ClusterSet of simulated clusters",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("workdir", ".fleetslice", "directory holding the local ClusterSet's state, logs and kubeconfig")
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand(), newBenchCommand(),
+		newJoinCommand(), newLeaveCommand())
 	return root
 }
 

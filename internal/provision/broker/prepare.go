@@ -109,14 +109,15 @@ func Install(ctx context.Context, c client.Client, namespace string, clusters []
 		objects = append(objects, MemberObjects(namespace, cluster)...)
 	}
 	for _, obj := range objects {
-		if err := createOrUpdate(ctx, c, obj); err != nil {
+		if err := CreateOrUpdate(ctx, c, obj); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func createOrUpdate(ctx context.Context, c client.Client, obj client.Object) error {
+// CreateOrUpdate writes obj as it is given, creating it or replacing what the server holds.
+func CreateOrUpdate(ctx context.Context, c client.Client, obj client.Object) error {
 	desired := obj.DeepCopyObject().(client.Object)
 	current := obj.DeepCopyObject().(client.Object)
 	err := c.Get(ctx, client.ObjectKeyFromObject(obj), current)
