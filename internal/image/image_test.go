@@ -2,8 +2,6 @@ package image
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,8 +155,12 @@ func checkAgent(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	apiAddr := proxyIntoNamespace(t, ns, strings.TrimPrefix(cluster.Config.Host, "https://"))
-	writeKubeconfig(t, cluster.Config.CAData, cluster.Config.CertData, cluster.Config.KeyData, "https://"+apiAddr, filepath.Join(rootfs, "kubeconfig"))
+	mirror, err := ns.Mirror(strings.TrimPrefix(cluster.Config.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mirror.Close()
+	writeKubeconfig(t, cluster.Config.CAData, cluster.Config.CertData, cluster.Config.KeyData, cluster.Config.Host, filepath.Join(rootfs, "kubeconfig"))
 
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "a"}}}
@@ -230,38 +232,6 @@ func checkAgent(t *testing.T, path string) {
 	if strings.Contains(tables, "fleetslice") {
 		t.Errorf("--cleanup left the table: %s", tables)
 	}
-}
-
-// proxyIntoNamespace listens on the namespace's loopback and forwards each connection to target
-// on the host's loopback, so a process inside the namespace reaches the test's API server.
-func proxyIntoNamespace(t *testing.T, ns *netns.Namespace, target string) string {
-	t.Helper()
-	var ln net.Listener
-	var err error
-	ns.Do(func() { ln, err = net.Listen("tcp", "127.0.0.1:0") })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer in.Close()
-				out, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer out.Close()
-				go func() { _, _ = io.Copy(out, in) }()
-				_, _ = io.Copy(in, out)
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 func writeKubeconfig(t *testing.T, ca, cert, key []byte, server, path string) {

@@ -13,6 +13,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -145,4 +147,45 @@ func deleteNamed(name string) error {
 		return fmt.Errorf("ip netns del %s: %v: %s", name, err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// Mirror makes a TCP address of the host's loopback (such as an API server's 127.0.0.1:port)
+// reachable at the same address inside the namespace: it listens there and forwards each
+// connection to the host. A process in the namespace then uses the host's kubeconfigs unchanged,
+// certificates included. Closing the returned listener stops it.
+func (n *Namespace) Mirror(addr string) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	n.Do(func() { ln, err = net.Listen("tcp", addr) })
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s in namespace %s: %w", addr, n.Name, err)
+	}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// Accepted sockets stay in the namespace; the dial runs on an ordinary thread, on the
+			// host's network.
+			go forward(in, addr)
+		}
+	}()
+	return ln, nil
+}
+
+func forward(in net.Conn, addr string) {
+	defer in.Close()
+	out, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	go func() {
+		_, _ = io.Copy(out, in)
+		if tcp, ok := out.(*net.TCPConn); ok {
+			_ = tcp.CloseWrite()
+		}
+	}()
+	_, _ = io.Copy(in, out)
 }

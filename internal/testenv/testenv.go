@@ -46,6 +46,12 @@ func Start(name string) (*Cluster, error) {
 // StartWith launches a control plane named name with the mcs-api CRDs and the extra CRDs
 // installed, e.g. crds.Broker() for a ClusterSet's broker or crds.ClusterProperty() for a member.
 func StartWith(name string, extra ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	return StartWithAdmission(name, nil, extra...)
+}
+
+// StartWithAdmission is StartWith with extra admission plugins enabled on the API server, such as
+// OwnerReferencesPermissionEnforcement, which real clusters run and envtest does not.
+func StartWithAdmission(name string, plugins []string, extra ...*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
 	dir, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer)
 	if err != nil {
 		return nil, err
@@ -67,6 +73,9 @@ func StartWith(name string, extra ...*apiextensionsv1.CustomResourceDefinition) 
 	}
 	// Dual-stack, so suites can create Services of either family or both.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10::/108")
+	for _, plugin := range plugins {
+		env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", plugin)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane %s: %w", name, err)
