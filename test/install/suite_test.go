@@ -1,0 +1,156 @@
+// Package install_test runs fleetslice as a platform team installs it: dist/broker.yaml on a
+// broker, dist/install.yaml on one member and the Helm chart's render on another, both joined
+// with fleetslice join, then the manager and agent from their images, each in a network namespace
+// of its own and authenticated only as its installed ServiceAccount, started with exactly the
+// command and arguments of the installed Deployment and DaemonSet. The members' API servers
+// enforce OwnerReferencesPermissionEnforcement, so an RBAC rule the markers forget fails here.
+package install_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetslice/fleetslice/internal/crds"
+	"github.com/fleetslice/fleetslice/internal/image"
+	"github.com/fleetslice/fleetslice/internal/installer"
+	"github.com/fleetslice/fleetslice/internal/join"
+	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/netns"
+	"github.com/fleetslice/fleetslice/internal/testenv"
+	"github.com/fleetslice/fleetslice/internal/testutil"
+)
+
+var (
+	brokerEnv *testenv.Cluster
+	// fromYAML is installed from dist/install.yaml, fromChart from the chart's render.
+	fromYAML, fromChart *installedMember
+	// images are the unpacked root filesystems of the two images, copied per process.
+	managerRootFS, agentRootFS string
+)
+
+func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds both images and runs three control planes")
+	}
+	missing := netns.Missing()
+	for _, bin := range []string{"chroot", "nft", "dpkg-deb"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, "the "+bin+" binary in PATH")
+		}
+	}
+	testutil.RequireKernel(t, "running the installed manager and agent from their images", missing)
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	RunSpecs(t, "fleetslice as installed")
+}
+
+func repoRoot() string {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	Expect(err).NotTo(HaveOccurred())
+	return root
+}
+
+var _ = BeforeSuite(func(ctx context.Context) {
+	root := repoRoot()
+	buildImages(ctx, root)
+
+	property, err := crds.ClusterProperty()
+	Expect(err).NotTo(HaveOccurred())
+	brokerEnv, err = testenv.Start("broker")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(brokerEnv.Stop)
+	brokerObjs := decodeFile(filepath.Join(root, "dist", "broker.yaml"))
+	apply(ctx, brokerEnv.Client, brokerObjs)
+
+	installYAML := decodeFile(filepath.Join(root, "dist", "install.yaml"))
+	helm, err := k8sbin.Path(k8sbin.Helm)
+	Expect(err).NotTo(HaveOccurred())
+	rendered, err := exec.Command(helm, "template", "fleetslice", filepath.Join(root, "dist", "chart"),
+		"--namespace", installer.Namespace, "--include-crds").Output()
+	Expect(err).NotTo(HaveOccurred())
+	chartObjs, err := installer.Decode(rendered)
+	Expect(err).NotTo(HaveOccurred())
+
+	for _, spec := range []struct {
+		target **installedMember
+		id     string
+		objs   []*unstructured.Unstructured
+	}{{&fromYAML, "yaml", installYAML}, {&fromChart, "chart", chartObjs}} {
+		env, err := testenv.StartWithAdmission("member-"+spec.id, []string{"OwnerReferencesPermissionEnforcement"}, property...)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(env.Stop)
+		apply(ctx, env.Client, spec.objs)
+		Expect(join.Join(ctx, join.Options{Broker: brokerEnv.Config, Member: env.Config, ClusterID: spec.id})).To(Succeed())
+		m := &installedMember{id: spec.id, env: env, objs: spec.objs}
+		*spec.target = m
+		m.start(ctx)
+		DeferCleanup(m.stop)
+	}
+})
+
+// buildImages builds and unpacks the manager and agent images once for the suite.
+func buildImages(ctx context.Context, root string) {
+	meta, err := image.GitMeta(root)
+	Expect(err).NotTo(HaveOccurred())
+	out := GinkgoT().TempDir()
+	cache := filepath.Join(os.TempDir(), "fleetslice-debs")
+	if c, err := os.UserCacheDir(); err == nil {
+		cache = filepath.Join(c, "fleetslice", "debs")
+	}
+	b := image.Build{Root: root, OutDir: out, ManagerRef: "example.test/manager:e2e", AgentRef: "example.test/agent:e2e",
+		Lock: filepath.Join(root, "hack", "image", "agent-packages.lock"), CacheDir: cache, Meta: meta}
+	results, err := b.Run(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	for _, r := range results {
+		img, _, cleanup, err := image.ReadOCIArchive(r.Path)
+		Expect(err).NotTo(HaveOccurred())
+		dir := filepath.Join(out, r.Name+"-rootfs")
+		Expect(image.Unpack(img, dir)).To(Succeed())
+		cleanup()
+		if r.Name == "manager" {
+			managerRootFS = dir
+		} else {
+			agentRootFS = dir
+		}
+	}
+}
+
+func decodeFile(path string) []*unstructured.Unstructured {
+	data, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	objs, err := installer.Decode(data)
+	Expect(err).NotTo(HaveOccurred())
+	return objs
+}
+
+// apply writes objects with server-side apply, as kubectl apply --server-side does; CRDs the
+// test control plane already serves are taken over.
+func apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) {
+	for _, obj := range objs {
+		obj = obj.DeepCopy()
+		Expect(c.Patch(ctx, obj, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership)).
+			To(Succeed(), "applying %s %s", obj.GetKind(), obj.GetName())
+	}
+}
+
+// forbidden lists the log lines of a process that mention a refused request.
+func forbidden(log string) []string {
+	var lines []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
