@@ -77,7 +77,7 @@ func Dir(names ...string) (string, error) {
 
 // Path returns the full path of one binary.
 func Path(name string) (string, error) {
-	dir, err := Dir()
+	dir, err := Dir(name)
 	if err != nil {
 		return "", err
 	}
