@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/join"
 )
 
 const (
@@ -104,6 +106,19 @@ var _ = Describe("fleetslice as installed", Ordered, func() {
 			Expect(forbidden(m.manager.log.String())).To(BeEmpty(), "manager of %s", m.id)
 			Expect(forbidden(m.agent.log.String())).To(BeEmpty(), "agent of %s", m.id)
 		}
+	})
+
+	It("withdraws a member's endpoints from the others once it leaves", func(ctx context.Context) {
+		Expect(join.Leave(ctx, join.Options{Broker: brokerEnv.Config, Member: fromChart.env.Config, ClusterID: fromChart.id})).To(Succeed())
+		Eventually(func(g Gomega) {
+			si := &mcsv1beta1.ServiceImport{}
+			g.Expect(fromYAML.env.Client.Get(ctx, client.ObjectKey{Namespace: demo, Name: "web"}, si)).To(Succeed())
+			g.Expect(si.Status.Clusters).To(ConsistOf(mcsv1beta1.ClusterStatus{Cluster: fromYAML.id}))
+			imported := &discoveryv1.EndpointSliceList{}
+			g.Expect(fromYAML.env.Client.List(ctx, imported, client.InNamespace(demo),
+				client.MatchingLabels{mcsv1beta1.LabelSourceCluster: fromChart.id})).To(Succeed())
+			g.Expect(imported.Items).To(BeEmpty())
+		}).Should(Succeed(), "manager log:\n%s", fromYAML.manager.log.String())
 	})
 })
 
