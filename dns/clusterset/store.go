@@ -8,6 +8,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -102,8 +103,14 @@ func (s *Store) Run(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	// A fixed mapping for the two kinds, so starting needs no discovery call: with the API
+	// server unreachable the informers retry in the background instead of failing the server.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"), meta.RESTScopeNamespace)
+	mapper.Add(mcsv1beta1.SchemeGroupVersion.WithKind("ServiceImport"), meta.RESTScopeNamespace)
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:           scheme,
+		Mapper:           mapper,
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject:         map[client.Object]cache.ByObject{&discoveryv1.EndpointSlice{}: {Label: selector}},
 	})
