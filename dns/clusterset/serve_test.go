@@ -193,6 +193,7 @@ func TestServesClustersetZoneFromTheAPIServer(t *testing.T) {
 		}
 	}
 	s.waitFor(time.Now(), "db.demo.svc.clusterset.local.", dns.TypeA, dns.RcodeSuccess, "10.1.0.5", "10.2.0.5", "10.2.0.7")
+	s.waitFor(time.Now(), "db.demo.svc.clusterset.local.", dns.TypeAAAA, dns.RcodeSuccess, "fd00:2::5")
 
 	tests := []struct {
 		name, qname string
