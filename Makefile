@@ -67,8 +67,12 @@ bench: build k8s-binaries ## Run every part of `fleetslice bench` beside upstrea
 ##@ Build
 
 .PHONY: build
-build: fmt vet ## Build the manager, agent and fleetslice CLI into bin/.
+build: fmt vet ## Build the manager, agent, fleetslice CLI and fleetslice-dns into bin/.
 	go build -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: dns
+dns: ## Build only fleetslice-dns (CoreDNS with the clusterset plugin) into bin/.
+	go build -o $(LOCALBIN)/ ./cmd/fleetslice-dns
 
 .PHONY: run
 run: build k8s-binaries ## Bring up a local ClusterSet, run fleetslice on it and show what it decides (Ctrl-C tears down).
