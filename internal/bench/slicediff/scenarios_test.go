@@ -2,7 +2,10 @@ package slicediff
 
 import (
 	"context"
+	"io"
 	"testing"
+
+	"github.com/fleetslice/fleetslice/internal/bench"
 )
 
 // tinySize keeps the shape of the scenarios at a size plain `go test` runs in seconds.
@@ -78,5 +81,57 @@ func TestRunScenarioRejectsBadInput(t *testing.T) {
 	cancel()
 	if _, err := RunScenario(ctx, Scenarios()[1], tinySize(), Upstream); err == nil {
 		t.Error("a cancelled run returned figures")
+	}
+}
+
+// TestFleetsliceWritesNoMoreThanUpstream asserts the headline on the fixed seeds, at the small
+// size: across all scenarios fleetslice writes no more than upstream, and no scenario ends with
+// more slices. `fleetslice bench endpointslice` checks the same at its sizes.
+func TestFleetsliceWritesNoMoreThanUpstream(t *testing.T) {
+	env := bench.Env{Log: io.Discard}
+	results, err := RunAll(context.Background(), Scenarios(), tinySize(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up, ours int64
+	for _, r := range results {
+		up += r.Upstream.Writes.Total()
+		ours += r.Fleetslice.Writes.Total()
+		t.Logf("%-16s writes: upstream %4d, fleetslice %4d; final slices: upstream %d, fleetslice %d", r.Scenario.Name,
+			r.Upstream.Writes.Total(), r.Fleetslice.Writes.Total(), r.Upstream.FinalSlices, r.Fleetslice.FinalSlices)
+	}
+	t.Logf("all scenarios: upstream %d writes, fleetslice %d", up, ours)
+	for _, c := range headlineChecks(results) {
+		if !c.Passed() {
+			t.Errorf("%s: %s", c.Name, c.Failure)
+		}
+	}
+}
+
+func TestHeadlineChecksFailWhenFleetsliceDoesWorse(t *testing.T) {
+	side := func(name string, updates int64, final int) SideResult {
+		return SideResult{Controller: name, Writes: Writes{Updates: updates}, FinalSlices: final}
+	}
+	result := func(name string, up, ours SideResult) ScenarioResult {
+		return ScenarioResult{Scenario: Scenario{Name: name}, Upstream: up, Fleetslice: ours}
+	}
+	failures := func(rs ...ScenarioResult) int {
+		n := 0
+		for _, c := range headlineChecks(rs) {
+			if !c.Passed() {
+				n++
+			}
+		}
+		return n
+	}
+	// One scenario a write worse, the other two better: the total holds.
+	if n := failures(result("a", side(Upstream, 10, 3), side(Fleetslice, 11, 3)), result("b", side(Upstream, 10, 3), side(Fleetslice, 8, 2))); n != 0 {
+		t.Errorf("%d checks failed where fleetslice wrote less in total and ended with no more slices", n)
+	}
+	if n := failures(result("a", side(Upstream, 10, 3), side(Fleetslice, 11, 3))); n != 1 {
+		t.Errorf("%d checks failed for one write more in total, want 1", n)
+	}
+	if n := failures(result("a", side(Upstream, 10, 3), side(Fleetslice, 9, 4))); n != 1 {
+		t.Errorf("%d checks failed for one final slice more, want 1", n)
 	}
 }
