@@ -271,6 +271,8 @@ updated, and the last state of a deleted slice) times 5,000 watchers, one kube-p
 collection included and event handlers excluded on both sides; it includes the store's copy of
 every written object, standing in for the client's encoding, for both controllers alike.
 Allocations come from runtime.MemStats around each sync. The machine is shared, so CPU figures
-carry noise of some percent; write and byte counts are exact and reproducible (fixed seeds).`,
+carry noise of some percent. Write and byte counts are exact; fleetslice's are reproducible
+(fixed seeds), upstream's vary by a percent or so between runs, because its reconciler takes
+endpoints and slice names out of sets in map order.`,
 	}
 }
