@@ -2,9 +2,10 @@
 // select and the Nodes those Pods run on into size-capped EndpointSlices, with the semantics of
 // kube-controller-manager's controller and fewer API writes.
 //
-// The decisions are pure and live in sub-packages: endpoints (what must exist) and placement
-// (which slice each endpoint goes to). This package reads the cluster, calls them, and writes the
-// difference: creates, then updates, then deletes.
+// The decisions are pure: endpoints (what must exist) and placement (which slice each endpoint
+// goes to) are sub-packages, and the hint decision (decideHints, over controllers/topology) and
+// the whole sync's plan (planSync) are pure functions here. Reconcile reads the cluster, calls
+// planSync once, and writes the plan it returns: creates, then updates, then deletes.
 package endpointslice
 
 import (

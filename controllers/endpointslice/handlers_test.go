@@ -2,8 +2,12 @@ package endpointslice
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +16,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -103,5 +109,33 @@ func TestNodeZoneChangeQueuesServicesWithPodsOnTheNode(t *testing.T) {
 	want := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: web.Namespace, Name: web.Name}}
 	if _, ok := q.delays[want]; !ok || len(q.delays) != 1 {
 		t.Fatalf("only the Service with a Pod on the Node must sync, got %v", q.delays)
+	}
+}
+
+func TestHandlersLogListErrors(t *testing.T) {
+	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("cache unavailable")
+		},
+	}).Build()
+	r := testReconciler(t)
+	r.Client = failing
+	var logged []string
+	ctx := log.IntoContext(context.Background(), funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{}))
+	q := newRecordingQueue()
+	r.podChanged(ctx, nil, pod("a", map[string]string{"app": "web"}, "10.0.0.1", true), q)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	r.nodeChanged(ctx, nil, node, q)
+	if len(q.delays) != 0 {
+		t.Fatalf("nothing can be queued when listing fails, got %v", q.delays)
+	}
+	// One line for the Pod change; the Node change lists Pods on the Node and Auto Services.
+	if len(logged) != 3 {
+		t.Fatalf("want every failed list logged, got %d lines: %q", len(logged), logged)
+	}
+	for _, line := range logged {
+		if !strings.Contains(line, "cache unavailable") {
+			t.Errorf("log line without the error: %s", line)
+		}
 	}
 }

@@ -3,12 +3,15 @@ package endpointslice
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
@@ -48,40 +51,168 @@ func readyEndpoint(addr, zone string, hint string) discoveryv1.Endpoint {
 	return ep
 }
 
-func TestApplyHintsWritesOnlyWhereHintsChange(t *testing.T) {
+// hintedSet is the desired set of svc's port-8080 slices: the endpoints of the given slices
+// without their hints, as endpoints.Build makes them.
+func hintedSet(slices ...*discoveryv1.EndpointSlice) endpoints.Result {
+	set := desiredSet(port(8080))
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			ep.Hints = nil
+			set.Endpoints = append(set.Endpoints, ep)
+		}
+	}
+	return endpoints.Result{Sets: []endpoints.Set{set}}
+}
+
+func autoInput(svc *corev1.Service, desired endpoints.Result, existing ...*discoveryv1.EndpointSlice) syncInput {
+	zones := []topology.Zone{{Name: "a", MilliCPU: 1000}, {Name: "b", MilliCPU: 1000}}
+	return syncInput{svc: svc, desired: desired, existing: existing, mode: modeOf(svc), zones: zoneShares{zones: zones}}
+}
+
+func TestPlanWritesHintsOnlyWhereTheyChange(t *testing.T) {
 	r := testReconciler(t)
 	svc := testService()
 	svc.Annotations = map[string]string{AnnotationTopologyMode: "Auto"}
-	zones := []topology.Zone{{Name: "a", MilliCPU: 1000}, {Name: "b", MilliCPU: 1000}}
 	hinted := ourSlice(svc, "hinted", port(8080))
 	hinted.Endpoints = []discoveryv1.Endpoint{readyEndpoint("10.0.0.1", "a", "a"), readyEndpoint("10.0.0.2", "a", "a"), readyEndpoint("10.0.0.3", "a", "a")}
 	bare := ourSlice(svc, "bare", port(8080))
 	bare.Endpoints = []discoveryv1.Endpoint{readyEndpoint("10.0.0.4", "b", ""), readyEndpoint("10.0.0.5", "b", ""), readyEndpoint("10.0.0.6", "b", "")}
-	p := &syncPlan{}
-	decisions := r.applyHints(svc, p, []*discoveryv1.EndpointSlice{hinted, bare}, zones, "", "")
-	if len(decisions) != 1 || !decisions[0].enabled || decisions[0].changed != 3 {
-		t.Fatalf("decisions = %+v", decisions)
+	desired := hintedSet(hinted, bare)
+	p, err := planSync(autoInput(svc, desired, hinted, bare), r.Options)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(p.update) != 1 || p.update[0].Name != "bare" {
+	if len(p.hints) != 1 || !p.hints[0].enabled || p.hints[0].changed != 3 {
+		t.Fatalf("decisions = %+v", p.hints)
+	}
+	if len(p.update) != 1 || p.update[0].Name != "bare" || p.writes() != 1 || p.stats.Rehinted != 3 {
 		t.Fatalf("only the slice whose hints changed may be written, got %v", p.update)
 	}
 	if bare.Endpoints[0].Hints != nil {
-		t.Fatal("applyHints modified a cached object")
+		t.Fatal("the plan modified a cached object")
 	}
 
 	// Same again with the written hints in place: nothing to write.
-	p2 := &syncPlan{}
-	r.applyHints(svc, p2, []*discoveryv1.EndpointSlice{hinted, p.update[0]}, zones, "", "")
-	if len(p2.update) != 0 {
-		t.Fatalf("hints already right must cost no write, got %d", len(p2.update))
+	p2, _ := planSync(autoInput(svc, desired, hinted, p.update[0]), r.Options)
+	if p2.writes() != 0 || p2.hints[0].changed != 0 {
+		t.Fatalf("hints already right must cost no write, got %d", p2.writes())
 	}
 
 	// Dropping the annotation clears every hint.
 	svc.Annotations = nil
-	p3 := &syncPlan{}
-	d := r.applyHints(svc, p3, []*discoveryv1.EndpointSlice{hinted, p.update[0]}, zones, "", "")
-	if d[0].enabled || len(p3.update) != 2 {
-		t.Fatalf("hints must be removed from both slices: %+v, %d updates", d, len(p3.update))
+	p3, _ := planSync(autoInput(svc, desired, hinted, p.update[0]), r.Options)
+	if p3.hints[0].enabled || p3.hints[0].changed != 6 || len(p3.update) != 2 {
+		t.Fatalf("hints must be removed from both slices: %+v, %d updates", p3.hints, len(p3.update))
+	}
+}
+
+func TestPlanPutsNewEndpointsIntoSlicesRewrittenForHints(t *testing.T) {
+	r := testReconciler(t)
+	r.Options.MaxEndpointsPerSlice = 5
+	svc := testService()
+	svc.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameZone)
+	// "full" is the fuller slice, where a lone new endpoint would go; "stale" carries a hint that
+	// no longer matches its endpoint's zone, so the plan rewrites it anyway.
+	full := ourSlice(svc, "full", port(8080))
+	full.Endpoints = []discoveryv1.Endpoint{readyEndpoint("10.0.0.1", "a", "a"), readyEndpoint("10.0.0.2", "a", "a"),
+		readyEndpoint("10.0.0.3", "b", "b"), readyEndpoint("10.0.0.4", "b", "b")}
+	stale := ourSlice(svc, "stale", port(8080))
+	stale.Endpoints = []discoveryv1.Endpoint{readyEndpoint("10.0.0.5", "a", "b")}
+	desired := hintedSet(full, stale)
+	desired.Sets[0].Endpoints = append(desired.Sets[0].Endpoints, readyEndpoint("10.0.0.6", "b", ""))
+	p, err := r.planFor(svc, desired, []*discoveryv1.EndpointSlice{full, stale}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.writes() != 1 || p.update[0].Name != "stale" || len(p.update[0].Endpoints) != 2 {
+		t.Fatalf("want one update of stale holding the new endpoint, got %d writes: %v", p.writes(), p.update)
+	}
+	for _, ep := range p.update[0].Endpoints {
+		if ep.Hints == nil || ep.Hints.ForZones[0].Name != *ep.Zone {
+			t.Errorf("endpoint %s hinted %v, want its zone %s", ep.Addresses[0], ep.Hints, *ep.Zone)
+		}
+	}
+	if d := p.hints[0]; !d.enabled || d.changed != 2 {
+		t.Errorf("decision %+v, want enabled with 2 changes (the stale hint and the new endpoint)", d)
+	}
+}
+
+func TestDecideHints(t *testing.T) {
+	zones := zoneShares{zones: []topology.Zone{{Name: "a", MilliCPU: 1000}, {Name: "b", MilliCPU: 1000}}}
+	ready := func(addr, zone, hint string) hintedEndpoint {
+		ep := readyEndpoint(addr, zone, "")
+		e := hintedEndpoint{id: endpoints.IdentityOf(&ep), ep: &ep}
+		if hint != "" {
+			e.current = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: hint}}}
+		}
+		return e
+	}
+	notReady := func(addr, zone, hint string) hintedEndpoint {
+		e := ready(addr, zone, hint)
+		e.ep.Conditions.Ready = ptr.To(false)
+		return e
+	}
+	noZone := ready("10.0.0.9", "", "")
+	noZone.ep.Zone = nil
+	six := []hintedEndpoint{ready("10.0.0.1", "a", ""), ready("10.0.0.2", "a", ""), ready("10.0.0.3", "a", ""),
+		ready("10.0.0.4", "b", ""), ready("10.0.0.5", "b", ""), ready("10.0.0.6", "b", "")}
+	cases := []struct {
+		name    string
+		in      hintInput
+		enabled bool
+		reason  string
+		// want maps addresses to the zone hinted ("-" for none); unlisted addresses keep theirs.
+		want    map[string]string
+		changed int
+	}{
+		{name: "None clears every hint, ready or not",
+			in:     hintInput{mode: hintsNone, endpoints: []hintedEndpoint{ready("10.0.0.1", "a", "a"), notReady("10.0.0.2", "b", "b")}},
+			reason: reasonDisabled, want: map[string]string{"10.0.0.1": "-", "10.0.0.2": "-"}, changed: 2},
+		{name: "PreferSameZone hints ready endpoints to their zone and leaves the others",
+			in:      hintInput{mode: hintsSameZone, endpoints: []hintedEndpoint{ready("10.0.0.1", "a", "a"), ready("10.0.0.2", "b", ""), notReady("10.0.0.3", "b", "a")}},
+			enabled: true, want: map[string]string{"10.0.0.1": "a", "10.0.0.2": "b"}, changed: 1},
+		{name: "PreferSameZone with an endpoint without zone clears all",
+			in:     hintInput{mode: hintsSameZone, endpoints: []hintedEndpoint{ready("10.0.0.1", "a", "a"), noZone}},
+			reason: string(topology.EndpointWithoutZone), want: map[string]string{"10.0.0.1": "-", "10.0.0.9": "-"}, changed: 1},
+		{name: "Auto without zones clears all",
+			in:     hintInput{mode: hintsAuto, zones: zoneShares{reason: topology.InsufficientNodeInfo, message: "no CPU"}, endpoints: six[:2]},
+			reason: string(topology.InsufficientNodeInfo), want: map[string]string{"10.0.0.1": "-", "10.0.0.2": "-"}},
+		{name: "Auto divides by CPU",
+			in:      hintInput{mode: hintsAuto, zones: zones, options: topology.DefaultOptions(), endpoints: six},
+			enabled: true, changed: 6,
+			want: map[string]string{"10.0.0.1": "a", "10.0.0.2": "a", "10.0.0.3": "a", "10.0.0.4": "b", "10.0.0.5": "b", "10.0.0.6": "b"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := make([]discoveryv1.Endpoint, len(tc.in.endpoints))
+			for i, e := range tc.in.endpoints {
+				before[i] = *e.ep.DeepCopy()
+			}
+			want, d := decideHints(tc.in)
+			if d.enabled != tc.enabled || d.reason != tc.reason || d.changed != tc.changed || d.mode != tc.in.mode {
+				t.Errorf("decision %+v, want enabled %v reason %q changed %d", d, tc.enabled, tc.reason, tc.changed)
+			}
+			if len(want) != len(tc.want) {
+				t.Errorf("%d decisions, want %d: %v", len(want), len(tc.want), want)
+			}
+			for _, e := range tc.in.endpoints {
+				zone, listed := tc.want[e.ep.Addresses[0]]
+				h, decided := want[e.id]
+				switch {
+				case listed != decided:
+					t.Errorf("%s: decided %v, want %v", e.ep.Addresses[0], decided, listed)
+				case zone == "-" && h != nil:
+					t.Errorf("%s: hints %v, want none", e.ep.Addresses[0], h)
+				case decided && zone != "-" && firstZoneHint(h) != zone:
+					t.Errorf("%s: hinted %v, want %s", e.ep.Addresses[0], h, zone)
+				}
+			}
+			for i, e := range tc.in.endpoints {
+				if !equality.Semantic.DeepEqual(before[i], *e.ep) {
+					t.Errorf("decideHints modified endpoint %s", e.ep.Addresses[0])
+				}
+			}
+		})
 	}
 }
 

@@ -8,9 +8,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metrics keep upstream's names (subsystem endpoint_slice_controller) under our own prefix, so
-// dashboards built for kube-controller-manager carry over by swapping the prefix.
+// Metrics keep upstream's names (subsystem endpoint_slice_controller) and labels under our own
+// prefix, so dashboards built for kube-controller-manager carry over by swapping the prefix;
+// counters end in _total, as Prometheus names counters (upstream's changes and syncs do not).
 const metricsPrefix = "fleetslice_endpointslice_"
+
+// Values of the syncs counter's result label, upstream's.
+const (
+	syncSuccess = "success"
+	syncError   = "error"
+	// syncStale is a sync that found the cache behind this controller's own writes and retries.
+	syncStale = "stale"
+)
+
+// topologyLabel is the topology label of endpointslices_changed_per_sync, upstream's values:
+// Auto for CPU-proportional hints, Disabled otherwise (trafficDistribution has its own label).
+func topologyLabel(mode hintMode) string {
+	if mode == hintsAuto {
+		return "Auto"
+	}
+	return "Disabled"
+}
 
 var (
 	endpointsAddedPerSync = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -27,7 +45,7 @@ var (
 		Name:    metricsPrefix + "endpointslices_changed_per_sync",
 		Help:    "Number of EndpointSlices changed on each Service sync",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 12),
-	}, []string{"topology"})
+	}, []string{"topology", "traffic_distribution"})
 	endpointsDesired = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: metricsPrefix + "endpoints_desired",
 		Help: "Number of endpoints desired across all Services",
@@ -41,7 +59,7 @@ var (
 		Help: "Number of EndpointSlices that would exist with perfect endpoint allocation",
 	}, []string{})
 	endpointSliceChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricsPrefix + "changes",
+		Name: metricsPrefix + "changes_total",
 		Help: "Number of EndpointSlice changes",
 	}, []string{"operation"})
 	topologyHintChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -52,8 +70,12 @@ var (
 		Name: metricsPrefix + "services",
 		Help: "Number of Services this controller syncs, by topology mode",
 	}, []string{"topology_mode"})
+	servicesByTrafficDistribution = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "services_count_by_traffic_distribution",
+		Help: "Number of Services this controller syncs whose trafficDistribution it honours, by its value",
+	}, []string{"traffic_distribution"})
 	endpointSliceSyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricsPrefix + "syncs",
+		Name: metricsPrefix + "syncs_total",
 		Help: "Number of EndpointSlice syncs",
 	}, []string{"result"})
 )
@@ -61,7 +83,7 @@ var (
 func init() {
 	metrics.Registry.MustRegister(endpointsAddedPerSync, endpointsRemovedPerSync, endpointSlicesChangedPerSync,
 		endpointsDesired, numEndpointSlices, desiredEndpointSlices, endpointSliceChanges, endpointSliceSyncs,
-		topologyHintChanges, servicesByTopologyMode)
+		topologyHintChanges, servicesByTopologyMode, servicesByTrafficDistribution)
 }
 
 // serviceTotals keeps each Service's contribution to the cluster-wide gauges, so a sync updates
@@ -75,8 +97,10 @@ type serviceTotals struct {
 type efficiency struct {
 	// desired endpoints, slices in use and the ceil(desired/max) slices a perfect packing needs.
 	desired, slices, idealSlices int
-	// mode is the Service's topology mode.
-	mode hintMode
+	// mode is the Service's topology mode; trafficDistribution is its spec.trafficDistribution
+	// when this controller honours it, else empty (upstream's traffic_distribution label).
+	mode                hintMode
+	trafficDistribution string
 }
 
 func (t *serviceTotals) set(service types.NamespacedName, e efficiency) {
@@ -88,9 +112,9 @@ func (t *serviceTotals) set(service types.NamespacedName, e efficiency) {
 	old, had := t.perService[service]
 	t.perService[service] = e
 	if had {
-		servicesByTopologyMode.WithLabelValues(string(old.mode)).Dec()
+		old.countService(-1)
 	}
-	servicesByTopologyMode.WithLabelValues(string(e.mode)).Inc()
+	e.countService(1)
 	t.desired += e.desired - old.desired
 	t.slices += e.slices - old.slices
 	t.idealSlices += e.idealSlices - old.idealSlices
@@ -105,7 +129,7 @@ func (t *serviceTotals) forget(service types.NamespacedName) {
 		return
 	}
 	delete(t.perService, service)
-	servicesByTopologyMode.WithLabelValues(string(old.mode)).Dec()
+	old.countService(-1)
 	t.desired -= old.desired
 	t.slices -= old.slices
 	t.idealSlices -= old.idealSlices
@@ -116,4 +140,12 @@ func (t *serviceTotals) publish() {
 	endpointsDesired.WithLabelValues().Set(float64(t.desired))
 	numEndpointSlices.WithLabelValues().Set(float64(t.slices))
 	desiredEndpointSlices.WithLabelValues().Set(float64(t.idealSlices))
+}
+
+// countService adds delta to the per-Service gauges this Service's labels select.
+func (e efficiency) countService(delta float64) {
+	servicesByTopologyMode.WithLabelValues(string(e.mode)).Add(delta)
+	if e.trafficDistribution != "" {
+		servicesByTrafficDistribution.WithLabelValues(e.trafficDistribution).Add(delta)
+	}
 }

@@ -19,7 +19,7 @@ var _ = Describe("metrics", func() {
 		ensureNodes(ctx)
 		ns := newNamespace(ctx)
 		creates := func(g Gomega) float64 {
-			v, _ := metricValue(g, "fleetslice_endpointslice_changes", map[string]string{"operation": "create"})
+			v, _ := metricValue(g, "fleetslice_endpointslice_changes_total", map[string]string{"operation": "create"})
 			return v
 		}
 		before := creates(Default)
@@ -29,13 +29,13 @@ var _ = Describe("metrics", func() {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "metered"))).To(HaveLen(7))
 			g.Expect(creates(g)).To(BeNumerically(">", before))
 			for _, name := range []string{"endpoints_added_per_sync", "endpoints_removed_per_sync", "endpointslices_changed_per_sync",
-				"endpoints_desired", "num_endpoint_slices", "desired_endpoint_slices", "syncs", "services"} {
+				"endpoints_desired", "num_endpoint_slices", "desired_endpoint_slices", "syncs_total", "services"} {
 				_, ok := metricValue(g, "fleetslice_endpointslice_"+name, nil)
 				g.Expect(ok).To(BeTrue(), "metric %s registered", name)
 			}
 			desired, _ := metricValue(g, "fleetslice_endpointslice_endpoints_desired", nil)
 			g.Expect(desired).To(BeNumerically(">=", 7))
-			ok, _ := metricValue(g, "fleetslice_endpointslice_syncs", map[string]string{"result": "success"})
+			ok, _ := metricValue(g, "fleetslice_endpointslice_syncs_total", map[string]string{"result": "success"})
 			g.Expect(ok).To(BeNumerically(">", 0))
 		}).Should(Succeed())
 	})

@@ -1,6 +1,7 @@
 package endpointslice
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,58 +15,79 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
 )
 
-// syncPlan is every write one Service sync makes, in the order they are made.
+// syncPlan is every write one Service sync makes, in the order they are made, and what the sync
+// reports about them.
 type syncPlan struct {
 	create, update, delete []*discoveryv1.EndpointSlice
 	stats                  placement.Stats
 	// compacted and adopted name slices merged away by compaction and taken over from upstream.
 	compacted, adopted []string
 	efficiency         efficiency
+	// hints are the hint decisions per address type, for events and metrics.
+	hints []hintDecision
 }
 
 func (p *syncPlan) writes() int { return len(p.create) + len(p.update) + len(p.delete) }
 
-// plan computes the writes for one Service: placement per slice set, placeholders for address
-// types without endpoints, and reuse of slices that would be deleted for slices that would be
-// created (one update instead of a create and a delete).
-func (r *Reconciler) plan(svc *corev1.Service, desired endpoints.Result, existing []*discoveryv1.EndpointSlice) (*syncPlan, error) {
-	p := &syncPlan{}
-	wantLabels := sliceLabels(svc)
-	needsUpdate := func(s *discoveryv1.EndpointSlice) bool { return !metadataCurrent(svc, wantLabels, s) }
+// syncInput is everything one sync's plan depends on, read from the cluster beforehand.
+type syncInput struct {
+	svc      *corev1.Service
+	desired  endpoints.Result
+	existing []*discoveryv1.EndpointSlice
+	// mode is svc's topology mode and zones the CPU shares Auto mode divides traffic by.
+	mode  hintMode
+	zones zoneShares
+	// trigger is the last-change-trigger-time to stamp on written slices (zero: none).
+	trigger time.Time
+}
 
-	addressTypes := endpoints.AddressTypes(svc)
+// planSync computes every write of one sync in one pass: the hint decision per address type,
+// then placement per slice set with those hints as input, placeholders for address types without
+// endpoints, reuse of slices one set deletes for slices another creates (placement.Merge), and
+// the metadata of every slice written. It reads nothing but its input and modifies none of it.
+func planSync(in syncInput, opts Options) (*syncPlan, error) {
+	p := &syncPlan{efficiency: efficiency{mode: in.mode, trafficDistribution: trafficDistributionLabel(in.svc, in.mode)}}
+	wantLabels := sliceLabels(in.svc)
+	needsUpdate := func(s *discoveryv1.EndpointSlice) bool { return !metadataCurrent(in.svc, wantLabels, s) }
+
+	addressTypes := endpoints.AddressTypes(in.svc)
 	bySet := map[string][]*discoveryv1.EndpointSlice{}
-	for _, s := range existing {
+	var results []placement.Result
+	var otherTypes placement.Result
+	for _, s := range in.existing {
 		if s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
 			p.adopted = append(p.adopted, s.Name)
 		}
 		if !slices.Contains(addressTypes, s.AddressType) {
-			p.delete = append(p.delete, s)
+			otherTypes.Delete = append(otherTypes.Delete, s)
 			continue
 		}
 		key := endpoints.SliceKey(s)
 		bySet[key] = append(bySet[key], s)
 	}
+	results = append(results, otherTypes)
 
+	hints := decideAllHints(in, opts, bySet)
 	withEndpoints := map[discoveryv1.AddressType]bool{}
-	for _, set := range desired.Sets {
+	for _, set := range in.desired.Sets {
 		res := placement.Plan(placement.Input{
 			Existing:    bySet[set.Key],
 			Desired:     set.Endpoints,
 			AddressType: set.AddressType,
 			Ports:       set.Ports,
-			MaxPerSlice: r.Options.MaxEndpointsPerSlice,
-			Slack:       r.Options.CompactionSlack,
+			MaxPerSlice: opts.MaxEndpointsPerSlice,
+			Slack:       opts.CompactionSlack,
 			NeedsUpdate: needsUpdate,
+			Hints:       hints.byType[set.AddressType],
 		})
 		if res.Err != nil {
 			// Options are validated at start-up; keep the slices as they are and say why.
 			return nil, fmt.Errorf("planning slice set %s: %w", set.Key, res.Err)
 		}
-		p.add(res)
+		results = append(results, res)
 		p.efficiency.desired += len(set.Endpoints)
 		p.efficiency.slices += len(bySet[set.Key]) + len(res.Create) - len(res.Delete)
-		p.efficiency.idealSlices += ceilDiv(len(set.Endpoints), r.Options.MaxEndpointsPerSlice)
+		p.efficiency.idealSlices += ceilDiv(len(set.Endpoints), opts.MaxEndpointsPerSlice)
 		withEndpoints[set.AddressType] = true
 		delete(bySet, set.Key)
 	}
@@ -80,33 +102,78 @@ func (r *Reconciler) plan(svc *corev1.Service, desired endpoints.Result, existin
 	}
 	for _, at := range addressTypes {
 		if withEndpoints[at] {
-			p.delete = append(p.delete, leftovers[at]...)
+			results = append(results, placement.Result{Delete: leftovers[at]})
 			continue
 		}
-		p.placeholder(at, leftovers[at], needsUpdate)
+		results = append(results, placeholder(at, leftovers[at], needsUpdate))
 		p.efficiency.slices++
 		p.efficiency.idealSlices++
 	}
-	p.reuseDeletedForCreates()
+
+	merged := placement.Merge(results...)
+	p.create, p.update, p.delete = merged.Create, merged.Update, merged.Delete
+	p.stats, p.compacted = merged.Stats, merged.Compacted
+	p.hints = hints.decisions
+	p.stampMetadata(in.svc, in.trigger)
 	return p, nil
 }
 
-func (p *syncPlan) add(res placement.Result) {
-	p.create = append(p.create, res.Create...)
-	p.update = append(p.update, res.Update...)
-	p.delete = append(p.delete, res.Delete...)
-	p.compacted = append(p.compacted, res.Compacted...)
-	p.stats.Desired += res.Stats.Desired
-	p.stats.Added += res.Stats.Added
-	p.stats.Removed += res.Stats.Removed
-	p.stats.Changed += res.Stats.Changed
-	p.stats.Moved += res.Stats.Moved
+// syncHints is the hint decision of one sync: the hints to write per address type, and why.
+type syncHints struct {
+	byType    map[discoveryv1.AddressType]map[endpoints.Identity]*discoveryv1.EndpointHints
+	decisions []hintDecision
+}
+
+// decideAllHints runs the hint decision for each of the Service's address types, over the
+// endpoints of all its slice sets. The hints an endpoint carries now are those of its copy in an
+// existing slice of the same set, the copy placement keeps: the first by slice name.
+func decideAllHints(in syncInput, opts Options, bySet map[string][]*discoveryv1.EndpointSlice) syncHints {
+	perType := map[discoveryv1.AddressType][]hintedEndpoint{}
+	for _, set := range in.desired.Sets {
+		current := currentHints(bySet[set.Key])
+		for i := range set.Endpoints {
+			ep := &set.Endpoints[i]
+			id := endpoints.IdentityOf(ep)
+			perType[set.AddressType] = append(perType[set.AddressType], hintedEndpoint{id: id, ep: ep, current: current[id]})
+		}
+	}
+	out := syncHints{byType: map[discoveryv1.AddressType]map[endpoints.Identity]*discoveryv1.EndpointHints{}}
+	types := slices.Clone(endpoints.AddressTypes(in.svc))
+	slices.Sort(types)
+	for _, at := range types {
+		want, d := decideHints(hintInput{mode: in.mode, zones: in.zones, options: opts.Topology, endpoints: perType[at]})
+		d.addressType = at
+		out.byType[at] = want
+		out.decisions = append(out.decisions, d)
+	}
+	return out
+}
+
+// currentHints maps each endpoint listed in a set's slices to its hints, taking the copy in the
+// first slice by name, as placement keeps it.
+func currentHints(set []*discoveryv1.EndpointSlice) map[endpoints.Identity]*discoveryv1.EndpointHints {
+	out := map[endpoints.Identity]*discoveryv1.EndpointHints{}
+	sorted := slices.Clone(set)
+	slices.SortStableFunc(sorted, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+	for _, s := range sorted {
+		if s.DeletionTimestamp != nil {
+			continue
+		}
+		for i := range s.Endpoints {
+			id := endpoints.IdentityOf(&s.Endpoints[i])
+			if _, seen := out[id]; !seen {
+				out[id] = s.Endpoints[i].Hints
+			}
+		}
+	}
+	return out
 }
 
 // placeholder keeps or makes the one empty slice of an address type without endpoints: an
 // existing placeholder stays, otherwise a slice that would be deleted is emptied in place, and
 // only when there is none is a new one created.
-func (p *syncPlan) placeholder(at discoveryv1.AddressType, candidates []*discoveryv1.EndpointSlice, needsUpdate func(*discoveryv1.EndpointSlice) bool) {
+func placeholder(at discoveryv1.AddressType, candidates []*discoveryv1.EndpointSlice, needsUpdate func(*discoveryv1.EndpointSlice) bool) placement.Result {
+	var r placement.Result
 	keep := slices.IndexFunc(candidates, func(s *discoveryv1.EndpointSlice) bool {
 		return len(s.Endpoints) == 0 && len(s.Ports) == 0
 	})
@@ -114,39 +181,22 @@ func (p *syncPlan) placeholder(at discoveryv1.AddressType, candidates []*discove
 		keep = 0
 	}
 	if keep < 0 {
-		p.create = append(p.create, &discoveryv1.EndpointSlice{AddressType: at, Ports: []discoveryv1.EndpointPort{}, Endpoints: []discoveryv1.Endpoint{}})
-		return
+		r.Create = append(r.Create, &discoveryv1.EndpointSlice{AddressType: at, Ports: []discoveryv1.EndpointPort{}, Endpoints: []discoveryv1.Endpoint{}})
+		return r
 	}
 	kept := candidates[keep]
 	if len(kept.Endpoints) > 0 || len(kept.Ports) > 0 || needsUpdate(kept) {
 		emptied := kept.DeepCopy()
-		p.stats.Removed += len(emptied.Endpoints)
+		r.Stats.Removed += len(emptied.Endpoints)
 		emptied.Endpoints, emptied.Ports = []discoveryv1.Endpoint{}, []discoveryv1.EndpointPort{}
-		p.update = append(p.update, emptied)
+		r.Update = append(r.Update, emptied)
 	}
-	p.delete = append(p.delete, slices.Delete(slices.Clone(candidates), keep, keep+1)...)
+	r.Delete = slices.Delete(slices.Clone(candidates), keep, keep+1)
+	return r
 }
 
-// reuseDeletedForCreates turns each create into an update of a slice of the same address type that
-// is about to be deleted, saving a write per pair. Placement already does this within a slice set;
-// this catches moves between sets, such as every endpoint changing its port list.
-func (p *syncPlan) reuseDeletedForCreates() {
-	var remaining []*discoveryv1.EndpointSlice
-	for _, c := range p.create {
-		i := slices.IndexFunc(p.delete, func(d *discoveryv1.EndpointSlice) bool { return d.AddressType == c.AddressType })
-		if i < 0 {
-			remaining = append(remaining, c)
-			continue
-		}
-		reused := p.delete[i].DeepCopy()
-		reused.Endpoints, reused.Ports = c.Endpoints, c.Ports
-		p.update = append(p.update, reused)
-		p.delete = slices.Delete(p.delete, i, i+1)
-	}
-	p.create = remaining
-}
-
-// stampMetadata gives every slice about to be written its labels, owner and trigger time.
+// stampMetadata gives every slice about to be written its labels, owner and trigger time. Only
+// objects the plan itself made are stamped: creates and the copies placement returns as updates.
 func (p *syncPlan) stampMetadata(svc *corev1.Service, trigger time.Time) {
 	wantLabels := sliceLabels(svc)
 	annotation, hasTrigger := endpoints.TriggerTimeAnnotation(trigger)
@@ -171,6 +221,16 @@ func (p *syncPlan) stampMetadata(svc *corev1.Service, trigger time.Time) {
 	for _, s := range p.update {
 		stamp(s)
 	}
+}
+
+// trafficDistributionLabel is the traffic_distribution label of upstream's per-sync metric: the
+// Service's trafficDistribution when it is one this controller honours and the topology-mode
+// annotation does not override it, otherwise empty.
+func trafficDistributionLabel(svc *corev1.Service, mode hintMode) string {
+	if mode == hintsSameZone || mode == hintsSameNode {
+		return *svc.Spec.TrafficDistribution
+	}
+	return ""
 }
 
 // sliceLabels are the labels every slice of svc carries: the Service's own labels mirrored, then

@@ -2,6 +2,7 @@ package endpointslice
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -50,6 +51,12 @@ func ourSlice(svc *corev1.Service, name string, ports []discoveryv1.EndpointPort
 	return s
 }
 
+// planFor plans one sync of svc the way Reconcile does, with no Nodes known.
+func (r *Reconciler) planFor(svc *corev1.Service, desired endpoints.Result, existing []*discoveryv1.EndpointSlice, trigger time.Time) (*syncPlan, error) {
+	mode := modeOf(svc)
+	return planSync(syncInput{svc: svc, desired: desired, existing: existing, mode: mode, zones: zonesFor(mode, nil), trigger: trigger}, r.Options)
+}
+
 func port(n int32) []discoveryv1.EndpointPort {
 	return []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(n), Protocol: ptr.To(corev1.ProtocolTCP)}}
 }
@@ -78,7 +85,7 @@ func TestPlanPlaceholder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := r.plan(svc, endpoints.Result{}, tc.existing)
+			p, err := r.planFor(svc, endpoints.Result{}, tc.existing, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +110,7 @@ func TestPlanReusesSlicesAcrossPortSets(t *testing.T) {
 	}
 	// Every Pod moved to port 9090: same endpoints, new port set.
 	desired := endpoints.Result{Sets: []endpoints.Set{desiredSet(port(9090), "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")}}
-	p, err := r.plan(svc, desired, existing)
+	p, err := r.planFor(svc, desired, existing, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,18 +129,17 @@ func TestPlanRewritesSlicesWithStaleMetadataOnly(t *testing.T) {
 	r := testReconciler(t)
 	current := ourSlice(svc, "a", port(8080), "10.0.0.1")
 	desired := endpoints.Result{Sets: []endpoints.Set{desiredSet(port(8080), "10.0.0.1")}}
-	p, _ := r.plan(svc, desired, []*discoveryv1.EndpointSlice{current})
+	p, _ := r.planFor(svc, desired, []*discoveryv1.EndpointSlice{current}, time.Time{})
 	if p.writes() != 0 {
 		t.Fatalf("up-to-date slice must not be written, got %d writes", p.writes())
 	}
 	adopted := current.DeepCopy()
 	adopted.Labels[discoveryv1.LabelManagedBy] = UpstreamManagedBy
 	adopted.OwnerReferences = nil
-	p, _ = r.plan(svc, desired, []*discoveryv1.EndpointSlice{adopted})
+	p, _ = r.planFor(svc, desired, []*discoveryv1.EndpointSlice{adopted}, metav1.Now().Time)
 	if len(p.update) != 1 || len(p.create)+len(p.delete) != 0 || len(p.adopted) != 1 {
 		t.Fatalf("adopted slice must be relabelled in place: %+v", p)
 	}
-	p.stampMetadata(svc, metav1.Now().Time)
 	got := p.update[0]
 	if got.Labels[discoveryv1.LabelManagedBy] != ManagedBy || got.Labels["team"] != "blue" || len(got.OwnerReferences) != 1 ||
 		got.Annotations[corev1.EndpointsLastChangeTriggerTime] == "" || got.UID != adopted.UID {

@@ -2,7 +2,6 @@ package endpointslice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,20 +24,23 @@ import (
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// errStaleCache makes the workqueue retry with backoff until the cache shows our own last writes.
-var errStaleCache = errors.New("EndpointSlice cache is older than this controller's last writes; retrying")
+// staleCacheRetry is how soon a sync that found the cache behind its own writes runs again: as
+// long as kube-controller-manager's first retry, by which time more Pod changes have arrived and
+// the retry writes them in one go.
+const staleCacheRetry = time.Second
 
 // unknownNodeRetry is how soon a Service is synced again when some of its Pods run on Nodes the
 // cache does not know yet.
 const unknownNodeRetry = 5 * time.Second
 
-// Reconcile brings one Service's EndpointSlices to the desired state.
+// Reconcile brings one Service's EndpointSlices to the desired state: it reads the Service, its
+// slices, Pods and the Nodes, plans every write in one pure step (planSync), and writes the plan.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	logger := log.FromContext(ctx)
+	outcome := syncSuccess
 	defer func() {
-		outcome := "success"
 		if err != nil {
-			outcome = "error"
+			outcome = syncError
 		}
 		endpointSliceSyncs.WithLabelValues(outcome).Inc()
 	}()
@@ -61,8 +63,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if r.tracker.Stale(req.NamespacedName, existing) {
-		logger.V(1).Info("cache behind own writes, retrying", "service", req.NamespacedName)
-		return ctrl.Result{}, errStaleCache
+		// Planning from slices older than our own writes would create duplicates; this is
+		// expected right after a write, not a failure.
+		logger.V(1).Info("cache behind own writes, retrying", "service", req.NamespacedName, "after", staleCacheRetry)
+		outcome = syncStale
+		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
 
 	if !hasSlices(svc) {
@@ -79,22 +84,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	desired := endpoints.Build(svc, pods, nodes)
-	plan, err := r.plan(svc, desired, existing)
+	mode := modeOf(svc)
+	plan, err := planSync(syncInput{
+		svc: svc, desired: desired, existing: existing,
+		mode: mode, zones: zonesFor(mode, nodes), trigger: r.triggerTime(svc, pods),
+	}, r.Options)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	zones, zonesReason, zonesMessage := zonesFor(svc, nodes)
-	hintDecisions := r.applyHints(svc, plan, existing, zones, zonesReason, zonesMessage)
-	plan.efficiency.mode = modeOf(svc)
-	plan.stampMetadata(svc, r.triggerTime(svc, pods))
 
 	if err := r.write(ctx, svc, plan); err != nil {
 		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "FailedToUpdateEndpointSlices", "Sync",
 			"Error updating EndpointSlices for Service %s/%s: %v", svc.Namespace, svc.Name, err)
 		return ctrl.Result{}, err
 	}
-	r.report(svc, plan)
-	r.reportHints(svc, hintDecisions)
+	r.report(ctx, svc, plan)
+	r.reportHints(svc, plan.hints)
 
 	if len(desired.PodsOnUnknownNodes) > 0 {
 		logger.Info("skipped Pods on Nodes not in the cache yet", "service", req.NamespacedName,

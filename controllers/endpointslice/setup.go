@@ -38,10 +38,11 @@ const (
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-// Retry backoff of a failed sync, as kube-controller-manager's controller: a sync that found the
-// cache behind its own writes waits a second, by which time more Pod changes have arrived and the
-// retry writes them in one go. controller-runtime's default starts at 5ms, which during a rollout
-// turns every event into its own sync and write.
+// Retry backoff of a failed sync, as kube-controller-manager's controller: the first retry waits a
+// second, by which time more Pod changes have arrived and the retry writes them in one go.
+// controller-runtime's default starts at 5ms, which during a rollout turns every event into its
+// own sync and write. (A sync that found the cache behind its own writes is no failure: it asks
+// for a requeue after staleCacheRetry itself.)
 const (
 	syncBackoffBase = time.Second
 	syncBackoffMax  = 1000 * time.Second

@@ -45,16 +45,18 @@ func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan
 }
 
 // report publishes a successful sync's metrics, log line and the events a user wants to see.
-func (r *Reconciler) report(svc *corev1.Service, p *syncPlan) {
+func (r *Reconciler) report(ctx context.Context, svc *corev1.Service, p *syncPlan) {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	endpointsAddedPerSync.WithLabelValues().Observe(float64(p.stats.Added))
 	endpointsRemovedPerSync.WithLabelValues().Observe(float64(p.stats.Removed))
-	endpointSlicesChangedPerSync.WithLabelValues(string(p.efficiency.mode)).Observe(float64(p.writes()))
+	endpointSlicesChangedPerSync.WithLabelValues(topologyLabel(p.efficiency.mode), p.efficiency.trafficDistribution).
+		Observe(float64(p.writes()))
 	r.totals.set(key, p.efficiency)
 	if p.writes() > 0 {
-		log.Log.WithName(ControllerName).V(1).Info("synced EndpointSlices", "service", key,
+		log.FromContext(ctx).V(1).Info("synced EndpointSlices", "service", key,
 			"created", len(p.create), "updated", len(p.update), "deleted", len(p.delete),
-			"added", p.stats.Added, "removed", p.stats.Removed, "changed", p.stats.Changed, "moved", p.stats.Moved)
+			"added", p.stats.Added, "removed", p.stats.Removed, "changed", p.stats.Changed,
+			"rehinted", p.stats.Rehinted, "moved", p.stats.Moved)
 	}
 	if len(p.compacted) > 0 {
 		r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "CompactedEndpointSlices", "Compact",

@@ -56,10 +56,9 @@ func IdentityOf(ep *discoveryv1.Endpoint) Identity {
 // EndpointsEqual reports whether a and b have the same content, so that
 // replacing one by the other would not change what consumers see.
 //
-// It ignores Hints, because hints are written by a later topology pass and
-// must not make placement rewrite a slice, and the targetRef's
-// resourceVersion, which upstream ignores too (it changes on every Pod write
-// and no consumer uses it). Every other field counts, including the order of
+// It ignores Hints, which a separate topology decision sets (compare them
+// with HintsEqual), and the targetRef's resourceVersion, which upstream
+// ignores too (it changes on every Pod write and no consumer uses it). Every other field counts, including the order of
 // addresses (only the first one is used by consumers) and deprecatedTopology.
 // Unset and empty collections are equal, as they are after an API round trip.
 func EndpointsEqual(a, b discoveryv1.Endpoint) bool {
@@ -72,6 +71,15 @@ func EndpointsEqual(a, b discoveryv1.Endpoint) bool {
 		equalPointee(a.Zone, b.Zone) &&
 		targetRefsEqual(a.TargetRef, b.TargetRef) &&
 		maps.Equal(a.DeprecatedTopology, b.DeprecatedTopology)
+}
+
+// HintsEqual reports whether two endpoints' hints route traffic the same way:
+// unset hints and hints naming no zone and no node are equal.
+func HintsEqual(a, b *discoveryv1.EndpointHints) bool {
+	if a == nil || b == nil {
+		return (a == nil || len(a.ForZones)+len(a.ForNodes) == 0) && (b == nil || len(b.ForZones)+len(b.ForNodes) == 0)
+	}
+	return slices.Equal(a.ForZones, b.ForZones) && slices.Equal(a.ForNodes, b.ForNodes)
 }
 
 func targetRefsEqual(a, b *corev1.ObjectReference) bool {

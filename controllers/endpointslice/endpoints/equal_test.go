@@ -87,3 +87,37 @@ func TestIdentityOf(t *testing.T) {
 		}
 	}
 }
+
+func TestHintsEqual(t *testing.T) {
+	zone := func(names ...string) *discoveryv1.EndpointHints {
+		h := &discoveryv1.EndpointHints{}
+		for _, n := range names {
+			h.ForZones = append(h.ForZones, discoveryv1.ForZone{Name: n})
+		}
+		return h
+	}
+	withNode := zone("a")
+	withNode.ForNodes = []discoveryv1.ForNode{{Name: "n"}}
+	cases := []struct {
+		name string
+		a, b *discoveryv1.EndpointHints
+		want bool
+	}{
+		{"both unset", nil, nil, true},
+		{"unset and empty", nil, zone(), true},
+		{"unset and a zone", nil, zone("a"), false},
+		{"same zone", zone("a"), zone("a"), true},
+		{"other zone", zone("a"), zone("b"), false},
+		{"zone order", zone("a", "b"), zone("b", "a"), false},
+		{"a node more", zone("a"), withNode, false},
+		{"same node", withNode, withNode.DeepCopy(), true},
+	}
+	for _, tc := range cases {
+		if got := HintsEqual(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: HintsEqual = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := HintsEqual(tc.b, tc.a); got != tc.want {
+			t.Errorf("%s (swapped): HintsEqual = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -25,11 +25,12 @@
 //
 //  1. Walk the existing slices (by name). Keep each endpoint that is still
 //     desired where it is; if its content changed (EndpointsEqual, which
-//     ignores hints) replace it in place, carrying its existing hints over;
-//     drop endpoints no longer desired and second copies of one endpoint.
-//     A slice that dropped or replaced anything, or for which NeedsUpdate
-//     says so, will be updated ("dirty"); a slice left with no endpoints is
-//     free for reuse and otherwise deleted.
+//     ignores hints) or its hints differ from those Hints decides, replace
+//     it in place (an endpoint Hints does not list carries its existing
+//     hints over); drop endpoints no longer desired and second copies of one
+//     endpoint. A slice that dropped or replaced anything, or for which
+//     NeedsUpdate says so, will be updated ("dirty"); a slice left with no
+//     endpoints is free for reuse and otherwise deleted.
 //  2. Put new endpoints into dirty slices first, fullest first: those slices
 //     are written anyway, so filling them is free.
 //  3. While endpoints remain: if fewer than MaxPerSlice remain, put all of
@@ -80,6 +81,16 @@
 // already committed to its choices); it is the cheapest way to get back under
 // the bound from where the lazy phase left off, and it never runs while the
 // set is within the bound, so a sync without changes stays write-free.
+//
+// # Hints
+//
+// Which hints each endpoint carries is decided before placement, from the
+// desired endpoints and the hints they carry now, and comes in as
+// Input.Hints. Deciding first lets placement count a slice whose hints change
+// as written anyway: new endpoints fill it instead of an untouched slice, and
+// compaction treats it as free. Were hints applied after placement, that
+// slice would be written once for its hints and another slice once for the
+// new endpoints.
 //
 // # Not handled here
 //

@@ -9,6 +9,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 )
 
 // world is the desired state a fuzzed sequence evolves: endpoint number ->
@@ -47,16 +49,17 @@ const (
 	opMarkStale
 	opHint // the topology pass writes hints
 	opChangeMax
+	opDecideHints // this sync's topology decision rewrites some endpoints' hints
 	opCount
 )
 
 // FuzzPlanSequences replays random sequences of adds, removes, content
 // changes, readiness flips, rolling replacements, stale metadata, hint
-// writes and maximum changes through Plan, applying each result, and checks
+// writes, hint decisions and maximum changes through Plan, applying each result, and checks
 // every promise of placement after every step (see planAndCheck): each
 // desired endpoint exactly once, no slice over the maximum or empty, at most
 // ceil(n/max)+slack slices, nothing written by an immediately repeated Plan,
-// endpoints moved only out of compacted or trimmed slices, hints kept,
+// endpoints moved only out of compacted or trimmed slices, hints decided or kept,
 // inputs not modified, deterministic output.
 func FuzzPlanSequences(f *testing.F) {
 	f.Add(uint8(10), uint8(1), []byte{opAdd, 35, opRemove, 7, opFlipReadiness, 5, opReplace, 10, opReplace, 10, opReplace, 10})
@@ -65,6 +68,7 @@ func FuzzPlanSequences(f *testing.F) {
 	f.Add(uint8(20), uint8(2), []byte{opAdd, 90, opChangeMax, 7, opRemove, 40, opChangeMax, 30, opAdd, 11, opHint, 50})
 	f.Add(uint8(1), uint8(0), []byte{opAdd, 5, opRemove, 2, opAdd, 3, opFlipReadiness, 4})
 	f.Add(uint8(7), uint8(3), []byte{opAdd, 60, opRemove, 13, opRemove, 13, opRemove, 13, opAdd, 6, opMarkStale, 4, opAdd, 1})
+	f.Add(uint8(10), uint8(1), []byte{opAdd, 40, opHint, 3, opDecideHints, 20, opReplace, 9, opDecideHints, 200, opAdd, 7, opDecideHints, 5})
 	f.Fuzz(replaySequence)
 }
 
@@ -127,6 +131,19 @@ func replaySequence(t *testing.T, maxByte, slackByte uint8, ops []byte) {
 			}
 			in := input(max, slack, w.desired(), c.list()...)
 			in.NeedsUpdate = isStale
+			if op == opDecideHints {
+				// Decisions cover current endpoints and a few that are gone
+				// (which Plan must ignore); nil means "no hints".
+				in.Hints = map[endpoints.Identity]*discoveryv1.EndpointHints{}
+				for _, id := range append(w.some(rng, arg), w.next, w.next+1) {
+					e := ep(id)
+					var h *discoveryv1.EndpointHints
+					if zone := rng.IntN(4); zone < 3 {
+						h = hinted(e, fmt.Sprintf("zone-%d", zone)).Hints
+					}
+					in.Hints[endpoints.IdentityOf(&e)] = h
+				}
+			}
 			planAndCheck(t, c, in)
 		}
 	}

@@ -18,6 +18,7 @@ func planAndCheck(t testing.TB, c *cluster, in Input) Result {
 	t.Helper()
 	before := in.Existing
 	existingCopy, desiredCopy := cloneInput(in)
+	hintsCopy := cloneHints(in.Hints)
 	r := Plan(in)
 	if r.Err != nil {
 		t.Fatalf("Plan: %v", r.Err)
@@ -36,9 +37,13 @@ func planAndCheck(t testing.TB, c *cluster, in Input) Result {
 			if ready := s.Endpoints[i].Conditions.Ready; ready != nil {
 				*ready = !*ready
 			}
+			if h := s.Endpoints[i].Hints; h != nil && len(h.ForZones) > 0 {
+				h.ForZones[0].Name = "scribbled"
+			}
 		}
 	}
-	if !sameSlices(existingCopy, in.Existing) || !sameEndpoints(desiredCopy, in.Desired) {
+	if !sameSlices(existingCopy, in.Existing) || !sameEndpoints(desiredCopy, in.Desired) ||
+		!maps.EqualFunc(hintsCopy, in.Hints, sameHints) {
 		t.Fatalf("Plan's output aliases its input")
 	}
 	r = Plan(in) // the scribbled copy is useless now
@@ -47,6 +52,7 @@ func planAndCheck(t testing.TB, c *cluster, in Input) Result {
 	after := c.list()
 	checkState(t, in, after)
 	checkMoves(t, before, after, r)
+	checkHints(t, in, before, after)
 
 	// An immediately repeated sync writes nothing.
 	repeat := in
@@ -129,8 +135,8 @@ func checkState(t testing.TB, in Input, after []*discoveryv1.EndpointSlice) {
 }
 
 // checkMoves asserts that endpoints changed slice only out of slices that
-// compaction merged away or that were trimmed, that Stats.Moved counts them,
-// and that every endpoint that stayed desired kept its hints.
+// compaction merged away or that were trimmed, and that Stats.Moved counts
+// them.
 func checkMoves(t testing.TB, before, after []*discoveryv1.EndpointSlice, r Result) {
 	t.Helper()
 	allowed := map[string]bool{}
@@ -149,12 +155,6 @@ func checkMoves(t testing.TB, before, after []*discoveryv1.EndpointSlice, r Resu
 		}
 	}
 	is := location(after)
-	hints := map[endpoints.Identity]*discoveryv1.EndpointHints{}
-	for _, s := range before {
-		for i := range s.Endpoints {
-			hints[endpoints.IdentityOf(&s.Endpoints[i])] = s.Endpoints[i].Hints
-		}
-	}
 	moved := 0
 	for id, now := range is {
 		then, existed := was[id]
@@ -168,16 +168,42 @@ func checkMoves(t testing.TB, before, after []*discoveryv1.EndpointSlice, r Resu
 			}
 		}
 	}
+	if moved != r.Stats.Moved {
+		t.Fatalf("Stats.Moved = %d, observed %d moves", r.Stats.Moved, moved)
+	}
+}
+
+// checkHints asserts that every endpoint ends with the hints in.Hints decides
+// for it, and that one it does not list keeps the hints it had (or, when new,
+// brings those of its desired value).
+func checkHints(t testing.TB, in Input, before, after []*discoveryv1.EndpointSlice) {
+	t.Helper()
+	had := map[endpoints.Identity]*discoveryv1.EndpointHints{}
+	for _, s := range before {
+		for i := range s.Endpoints {
+			had[endpoints.IdentityOf(&s.Endpoints[i])] = s.Endpoints[i].Hints
+		}
+	}
+	brought := map[endpoints.Identity]*discoveryv1.EndpointHints{}
+	for i := range in.Desired {
+		if id := endpoints.IdentityOf(&in.Desired[i]); brought[id] == nil {
+			brought[id] = in.Desired[i].Hints
+		}
+	}
 	for _, s := range after {
 		for i := range s.Endpoints {
 			id := endpoints.IdentityOf(&s.Endpoints[i])
-			if h, existed := hints[id]; existed && !sameHints(h, s.Endpoints[i].Hints) {
-				t.Fatalf("endpoint %v lost its hints %v", id, h)
+			want, decided := in.Hints[id]
+			if !decided {
+				var existed bool
+				if want, existed = had[id]; !existed {
+					want = brought[id]
+				}
+			}
+			if !endpoints.HintsEqual(want, s.Endpoints[i].Hints) {
+				t.Fatalf("endpoint %v in %s has hints %v, want %v (decided: %v)", id, s.Name, s.Endpoints[i].Hints, want, decided)
 			}
 		}
-	}
-	if moved != r.Stats.Moved {
-		t.Fatalf("Stats.Moved = %d, observed %d moves", r.Stats.Moved, moved)
 	}
 }
 
@@ -199,6 +225,17 @@ func cloneInput(in Input) ([]*discoveryv1.EndpointSlice, []discoveryv1.Endpoint)
 		desired = []discoveryv1.Endpoint{}
 	}
 	return existing, desired
+}
+
+func cloneHints(in map[endpoints.Identity]*discoveryv1.EndpointHints) map[endpoints.Identity]*discoveryv1.EndpointHints {
+	if in == nil {
+		return nil
+	}
+	out := make(map[endpoints.Identity]*discoveryv1.EndpointHints, len(in))
+	for id, h := range in {
+		out[id] = h.DeepCopy()
+	}
+	return out
 }
 
 // The comparisons below are exact for every field Plan could touch and much

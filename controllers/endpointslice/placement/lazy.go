@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 )
 
@@ -17,7 +19,8 @@ func (p *planner) reuseExisting() {
 		s.entries = make([]entry, 0, len(s.existing.Endpoints))
 		for j := range s.existing.Endpoints {
 			ep := &s.existing.Endpoints[j]
-			di, desired := p.index[endpoints.IdentityOf(ep)]
+			id := endpoints.IdentityOf(ep)
+			di, desired := p.index[id]
 			if !desired || placed[di] {
 				p.result.Stats.Removed++
 				s.dirty = true
@@ -25,13 +28,22 @@ func (p *planner) reuseExisting() {
 			}
 			placed[di] = true
 			p.origin[di] = int32(si)
-			if want := &p.in.Desired[di]; !endpoints.EndpointsEqual(*ep, *want) {
-				// Hints belong to the topology pass that runs after placement;
-				// keeping them means that pass sees no change unless one is due.
+			hints, decided := p.in.Hints[id]
+			if !decided {
+				hints = ep.Hints
+			}
+			switch want := &p.in.Desired[di]; {
+			case !endpoints.EndpointsEqual(*ep, *want):
 				merged := *want
-				merged.Hints = ep.Hints
+				merged.Hints = hints
 				ep = &merged
 				p.result.Stats.Changed++
+				s.dirty = true
+			case !endpoints.HintsEqual(ep.Hints, hints):
+				rehinted := *ep
+				rehinted.Hints = hints
+				ep = &rehinted
+				p.result.Stats.Rehinted++
 				s.dirty = true
 			}
 			s.entries = append(s.entries, entry{ep: ep, desired: di})
@@ -48,12 +60,28 @@ func (p *planner) reuseExisting() {
 	}
 	for _, di := range p.order {
 		if !placed[di] {
-			p.pool = append(p.pool, entry{ep: &p.in.Desired[di], desired: di})
+			p.pool = append(p.pool, entry{ep: p.newEndpoint(di), desired: di})
 			p.result.Stats.Added++
 		}
 	}
 	// Input order, so new slices come out sorted the way Desired is.
 	slices.SortFunc(p.pool, func(a, b entry) int { return cmp.Compare(a.desired, b.desired) })
+}
+
+// newEndpoint is desired endpoint di as a new endpoint is written: with the
+// hints Input.Hints decides for it, if any.
+func (p *planner) newEndpoint(di int32) *discoveryv1.Endpoint {
+	ep := &p.in.Desired[di]
+	if len(p.in.Hints) == 0 {
+		return ep
+	}
+	hints, decided := p.in.Hints[endpoints.IdentityOf(ep)]
+	if !decided || endpoints.HintsEqual(ep.Hints, hints) {
+		return ep
+	}
+	hinted := *ep
+	hinted.Hints = hints
+	return &hinted
 }
 
 // placeNew is steps 2 and 3 of the lazy phase: put the pool into slices

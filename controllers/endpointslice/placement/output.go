@@ -125,6 +125,7 @@ func addStats(a, b Stats) Stats {
 		Added:            a.Added + b.Added,
 		Removed:          a.Removed + b.Removed,
 		Changed:          a.Changed + b.Changed,
+		Rehinted:         a.Rehinted + b.Rehinted,
 		Moved:            a.Moved + b.Moved,
 		InvalidDesired:   a.InvalidDesired + b.InvalidDesired,
 		DuplicateDesired: a.DuplicateDesired + b.DuplicateDesired,

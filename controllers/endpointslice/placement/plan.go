@@ -37,6 +37,12 @@ type Input struct {
 	// NeedsUpdate, if set, reports slices that must be rewritten even when
 	// their endpoints are right (stale labels, for example).
 	NeedsUpdate func(*discoveryv1.EndpointSlice) bool
+	// Hints is this sync's topology decision: an endpoint listed here ends
+	// with exactly these hints (nil: none), and a slice whose hints change is
+	// written like any other changed slice, so new endpoints go there first.
+	// An endpoint not listed keeps the hints it has, or brings those of its
+	// Desired value when it is new. Hints is read, never modified.
+	Hints map[endpoints.Identity]*discoveryv1.EndpointHints
 }
 
 // Result is what to write. Applying Create, then Update, then Delete brings
@@ -77,6 +83,9 @@ type Stats struct {
 	Removed int
 	// Changed endpoints stayed in their slice with new content.
 	Changed int
+	// Rehinted endpoints stayed in their slice with their content unchanged
+	// and only new hints (from Input.Hints).
+	Rehinted int
 	// Moved endpoints were listed in an existing slice and now live in a
 	// different one (compaction or trimming; nothing else moves endpoints).
 	Moved int

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 )
 
 // want describes a result: sizes of the slices created, names updated and
@@ -265,5 +267,87 @@ func TestPlanDoesNotDependOnExistingOrder(t *testing.T) {
 		if got := Plan(input(10, 0, desired, existing...)); !equality.Semantic.DeepEqual(got, first) {
 			t.Fatalf("order of Existing changed the plan")
 		}
+	}
+}
+
+func TestPlanDecidedHints(t *testing.T) {
+	// a holds 3 endpoints, b 5: b is closest to full.
+	a := slice("a", hinted(ep(0), "zone-a"), hinted(ep(1), "zone-b"), ep(2))
+	b := slice("b", eps(3, 8)...)
+	desired := eps(0, 8)
+	decide := func(h map[int]*discoveryv1.EndpointHints) map[endpoints.Identity]*discoveryv1.EndpointHints {
+		out := map[endpoints.Identity]*discoveryv1.EndpointHints{}
+		for i, hints := range h {
+			e := ep(i)
+			out[endpoints.IdentityOf(&e)] = hints
+		}
+		return out
+	}
+	zone := func(z string) *discoveryv1.EndpointHints { return hinted(ep(0), z).Hints }
+	cases := []struct {
+		name     string
+		desired  []discoveryv1.Endpoint
+		hints    map[int]*discoveryv1.EndpointHints
+		updates  []string
+		rehinted int
+		check    func(t *testing.T, r Result)
+	}{
+		{name: "decisions matching the slices cost nothing",
+			desired: desired, hints: map[int]*discoveryv1.EndpointHints{0: zone("zone-a"), 1: zone("zone-b"), 3: nil}},
+		{name: "unset and empty hints are the same",
+			desired: desired, hints: map[int]*discoveryv1.EndpointHints{2: {}}},
+		{name: "a changed hint rewrites only its slice, keeping the other hints",
+			desired: desired, hints: map[int]*discoveryv1.EndpointHints{1: zone("zone-c")}, updates: []string{"a"}, rehinted: 1,
+			check: func(t *testing.T, r Result) {
+				got := r.Update[0].Endpoints
+				if got[0].Hints.ForZones[0].Name != "zone-a" || got[1].Hints.ForZones[0].Name != "zone-c" || got[2].Hints != nil {
+					t.Errorf("endpoints after update: %v", got)
+				}
+			}},
+		{name: "clearing hints rewrites the slice",
+			desired: desired, hints: map[int]*discoveryv1.EndpointHints{0: nil, 1: nil}, updates: []string{"a"}, rehinted: 2},
+		{name: "a new endpoint joins the slice rewritten for its hints, not the fullest untouched one",
+			desired: eps(0, 9), hints: map[int]*discoveryv1.EndpointHints{1: zone("zone-c"), 8: zone("zone-d")}, updates: []string{"a"}, rehinted: 1,
+			check: func(t *testing.T, r Result) {
+				got := r.Update[0].Endpoints
+				if len(got) != 4 || got[3].Hints.ForZones[0].Name != "zone-d" {
+					t.Errorf("endpoints after update: %v", got)
+				}
+			}},
+		{name: "a decision overrides the hints a new desired endpoint brings",
+			desired: append(eps(0, 8), hinted(ep(8), "zone-x")), hints: map[int]*discoveryv1.EndpointHints{8: nil}, updates: []string{"b"},
+			check: func(t *testing.T, r Result) {
+				if got := r.Update[0].Endpoints; len(got) != 6 || got[5].Hints != nil {
+					t.Errorf("endpoints after update: %v", got)
+				}
+			}},
+		{name: "a changed endpoint takes the decided hints",
+			desired: append([]discoveryv1.Endpoint{notReadyEP(0)}, eps(1, 8)...), hints: map[int]*discoveryv1.EndpointHints{0: zone("zone-q")}, updates: []string{"a"},
+			check: func(t *testing.T, r Result) {
+				if got := r.Update[0].Endpoints[0]; *got.Conditions.Ready || got.Hints.ForZones[0].Name != "zone-q" {
+					t.Errorf("changed endpoint: %v", got)
+				}
+			}},
+		{name: "decisions for endpoints no longer desired are ignored",
+			desired: desired, hints: map[int]*discoveryv1.EndpointHints{42: zone("zone-a")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(10, 1, tc.desired, a, b)
+			in.Hints = decide(tc.hints)
+			r := Plan(in)
+			if r.Err != nil || len(r.Create)+len(r.Delete) != 0 || !slices.Equal(names(r.Update), tc.updates) {
+				t.Fatalf("updates %v creates %d deletes %d err %v, want updates %v", names(r.Update), len(r.Create), len(r.Delete), r.Err, tc.updates)
+			}
+			if r.Stats.Rehinted != tc.rehinted {
+				t.Errorf("Stats.Rehinted = %d, want %d", r.Stats.Rehinted, tc.rehinted)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			if a.Endpoints[1].Hints.ForZones[0].Name != "zone-b" || a.Endpoints[2].Hints != nil {
+				t.Fatal("Plan modified an existing slice")
+			}
+		})
 	}
 }

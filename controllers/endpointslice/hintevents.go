@@ -1,0 +1,54 @@
+package endpointslice
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// reportHints emits TopologyAwareHintsEnabled or TopologyAwareHintsDisabled, with the reason,
+// whenever an address type's hint state changes, never on every sync. A Service that never asked
+// for hints gets no event.
+func (r *Reconciler) reportHints(svc *corev1.Service, decisions []hintDecision) {
+	service := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	for _, d := range decisions {
+		if d.changed > 0 {
+			topologyHintChanges.WithLabelValues(string(d.mode)).Add(float64(d.changed))
+		}
+		state := "on"
+		if !d.enabled {
+			state = "off:" + d.reason
+		}
+		key := hintKey{service: service, addressType: d.addressType}
+		r.hintMu.Lock()
+		prev, known := r.hintStates[key]
+		r.hintStates[key] = state
+		r.hintMu.Unlock()
+		if prev == state || (!known && d.mode == hintsNone) {
+			continue
+		}
+		// The events API folds events that differ only in their note into one series, so the
+		// reason code goes into the action too: each distinct reason stays visible.
+		switch {
+		case d.enabled:
+			r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "TopologyAwareHintsEnabled", "UpdateHints",
+				"Topology aware hints enabled for %s endpoints (%s)", d.addressType, d.mode)
+		case d.mode == hintsNone:
+			r.Recorder.Eventf(svc, nil, corev1.EventTypeNormal, "TopologyAwareHintsDisabled", d.reason,
+				"Topology aware hints removed from %s endpoints: %s (%s)", d.addressType, d.reason, d.message)
+		default:
+			r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "TopologyAwareHintsDisabled", d.reason,
+				"Topology aware hints (%s) not applied to %s endpoints: %s (%s)", d.mode, d.addressType, d.reason, d.message)
+		}
+	}
+}
+
+// forgetHints drops the remembered hint states of a deleted Service.
+func (r *Reconciler) forgetHints(service types.NamespacedName) {
+	r.hintMu.Lock()
+	defer r.hintMu.Unlock()
+	for key := range r.hintStates {
+		if key.service == service {
+			delete(r.hintStates, key)
+		}
+	}
+}
