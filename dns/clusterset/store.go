@@ -117,27 +117,11 @@ func (s *Store) Run(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	imports, err := c.GetInformer(ctx, &mcsv1beta1.ServiceImport{})
+	importsReg, err := watch(ctx, c, &mcsv1beta1.ServiceImport{}, s.setImport, s.deleteImport)
 	if err != nil {
 		return err
 	}
-	importsReg, err := imports.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.setImport(obj) },
-		UpdateFunc: func(_, obj any) { s.setImport(obj) },
-		DeleteFunc: func(obj any) { s.deleteImport(obj) },
-	})
-	if err != nil {
-		return err
-	}
-	slices, err := c.GetInformer(ctx, &discoveryv1.EndpointSlice{})
-	if err != nil {
-		return err
-	}
-	slicesReg, err := slices.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.setSlice(obj) },
-		UpdateFunc: func(_, obj any) { s.setSlice(obj) },
-		DeleteFunc: func(obj any) { s.deleteSlice(obj) },
-	})
+	slicesReg, err := watch(ctx, c, &discoveryv1.EndpointSlice{}, s.setSlice, s.deleteSlice)
 	if err != nil {
 		return err
 	}
@@ -257,4 +241,17 @@ func nextSerial(last uint32) uint32 {
 		return now
 	}
 	return last + 1
+}
+
+// watch feeds one kind's informer events to set and del.
+func watch(ctx context.Context, c cache.Cache, obj client.Object, set, del func(any)) (toolscache.ResourceEventHandlerRegistration, error) {
+	informer, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: del,
+	})
 }

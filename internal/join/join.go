@@ -73,34 +73,30 @@ type clients struct {
 	broker, member client.Client
 }
 
-func connect(o Options) (clients, error) {
+// connect checks the cluster id, builds both clients and reads the member's identity.
+func connect(ctx context.Context, o Options) (c clients, uid string, err error) {
+	if err := clusterid.Validate(o.ClusterID); err != nil {
+		return c, "", err
+	}
 	scheme, err := broker.Scheme()
 	if err != nil {
-		return clients{}, err
+		return c, "", err
 	}
-	b, err := client.New(o.Broker, client.Options{Scheme: scheme})
-	if err != nil {
-		return clients{}, fmt.Errorf("broker client: %w", err)
+	if c.broker, err = client.New(o.Broker, client.Options{Scheme: scheme}); err != nil {
+		return c, "", fmt.Errorf("broker client: %w", err)
 	}
-	m, err := client.New(o.Member, client.Options{Scheme: scheme})
-	if err != nil {
-		return clients{}, fmt.Errorf("member client: %w", err)
+	if c.member, err = client.New(o.Member, client.Options{Scheme: scheme}); err != nil {
+		return c, "", fmt.Errorf("member client: %w", err)
 	}
-	return clients{broker: b, member: m}, nil
+	uid, err = memberUID(ctx, c.member)
+	return c, uid, err
 }
 
 // Join adds the member to the ClusterSet, or refreshes its token when it has joined before. It
 // refuses, writing nothing, when another cluster holds the id or the member already has another.
 func Join(ctx context.Context, o Options) error {
 	o = o.withDefaults()
-	if err := clusterid.Validate(o.ClusterID); err != nil {
-		return err
-	}
-	c, err := connect(o)
-	if err != nil {
-		return err
-	}
-	uid, err := memberUID(ctx, c.member)
+	c, uid, err := connect(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -147,14 +143,7 @@ func Join(ctx context.Context, o Options) error {
 // ClusterProperty objects. Leaving a ClusterSet one has not joined does nothing.
 func Leave(ctx context.Context, o Options) error {
 	o = o.withDefaults()
-	if err := clusterid.Validate(o.ClusterID); err != nil {
-		return err
-	}
-	c, err := connect(o)
-	if err != nil {
-		return err
-	}
-	uid, err := memberUID(ctx, c.member)
+	c, uid, err := connect(ctx, o)
 	if err != nil {
 		return err
 	}
