@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"fmt"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +71,9 @@ func StartWithAdmission(name string, plugins []string, extra ...*apiextensionsv1
 		CRDs:                  defs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		// envtest's 20 s is too short when several suites start API servers at once on two
+		// cores (go test runs packages in parallel), and a slow start is not a failure.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	// Dual-stack, so suites can create Services of either family or both.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10::/108")
