@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"golang.org/x/sys/unix"
 )
 
 // WriteOCIArchive writes img as an OCI image-layout tarball that `docker load`, `podman load` and
@@ -219,4 +220,21 @@ func writeFile(path string, r io.Reader, mode os.FileMode) error {
 		return err
 	}
 	return f.Close()
+}
+
+// AddDevNull creates rootfs/dev/null, the one device node a container runtime always provides and
+// Go's os/exec opens for a child's missing stdin (the agent runs nft that way). Tests that run an
+// image's entrypoint with chroot need it.
+func AddDevNull(rootfs string) error {
+	if err := os.MkdirAll(filepath.Join(rootfs, "dev"), 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(rootfs, "dev", "null")
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return os.Chmod(path, 0o666)
 }

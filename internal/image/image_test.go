@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,6 +143,9 @@ func checkManager(t *testing.T, path string) {
 
 func checkAgent(t *testing.T, path string) {
 	rootfs, _, env := unpackArchive(t, path, "example.test/fleetslice/agent:v1")
+	if err := AddDevNull(rootfs); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("chroot", rootfs, "/usr/sbin/nft", "--version").CombinedOutput(); err != nil {
 		t.Fatalf("the image's own nft does not run: %v: %s", err, out)
 	}
@@ -155,7 +159,11 @@ func checkAgent(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	mirror, err := ns.Mirror(strings.TrimPrefix(cluster.Config.Host, "https://"))
+	apiURL, err := url.Parse(cluster.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror, err := ns.Mirror(apiURL.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,7 @@ func (m *installedMember) start(ctx context.Context) {
 func (m *installedMember) rootFS(ctx context.Context, from, serviceAccount string, extra map[string][]byte) string {
 	dir := filepath.Join(GinkgoT().TempDir(), "rootfs")
 	Expect(exec.Command("cp", "-a", from, dir).Run()).To(Succeed())
+	Expect(image.AddDevNull(dir)).To(Succeed())
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: installer.Namespace, Name: serviceAccount}}
 	token := &authenticationv1.TokenRequest{}
 	Expect(m.env.Client.SubResource("token").Create(ctx, sa, token)).To(Succeed())
