@@ -54,7 +54,7 @@ func TestClusterSetLifecycle(t *testing.T) {
 			_ = cs.Stop()
 		}
 	}()
-	t.Logf("2 members ready in %s; process tree RSS %d MiB", cs.StartedIn, treeRSS(t)>>20)
+	t.Logf("2 members ready in %s (control planes %s); process tree RSS %d MiB", cs.StartedIn, cs.ControlPlanesIn, treeRSS(t)>>20)
 	children := childPIDs(t)
 	if len(children) != 6 {
 		t.Errorf("expected etcd and kube-apiserver for the broker and 2 members, found %d child processes", len(children))
@@ -243,13 +243,13 @@ func TestStartupFigures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem := treeRSS(t)
+			mem, self := treeRSS(t), rss(os.Getpid())
 			stopBegan := time.Now()
 			err = cs.Stop()
 			stoppedIn := time.Since(stopBegan)
 			load, _ := os.ReadFile("/proc/loadavg")
-			t.Logf("members=%d round=%d ready=%s rss=%dMiB stop=%s loadavg=%s",
-				n, round, cs.StartedIn.Round(10*time.Millisecond), mem>>20, stoppedIn.Round(10*time.Millisecond), strings.Fields(string(load))[0])
+			t.Logf("members=%d round=%d ready=%s (control planes %s) rss=%dMiB (test process %dMiB) stop=%s loadavg=%s",
+				n, round, cs.StartedIn.Round(10*time.Millisecond), cs.ControlPlanesIn.Round(10*time.Millisecond), mem>>20, self>>20, stoppedIn.Round(10*time.Millisecond), strings.Fields(string(load))[0])
 			if err != nil {
 				t.Fatal(err)
 			}
