@@ -5,6 +5,8 @@ package testenv
 
 import (
 	"fmt"
+	"os"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +72,11 @@ func StartWithAdmission(name string, plugins []string, extra ...*apiextensionsv1
 		CRDs:                  defs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+	}
+	// envtest gives a control plane 20s by default, which several kube-apiservers starting at
+	// once on a busy 2-core CI runner overrun; its own variable still wins when set.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		env.ControlPlaneStartTimeout = time.Minute
 	}
 	// Dual-stack, so suites can create Services of either family or both.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16,fd00:10::/108")
