@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -152,6 +153,9 @@ func (o Options) validate() error {
 	if o.NodesPerZone < 0 {
 		errs = append(errs, fmt.Errorf("NodesPerZone %d is negative", o.NodesPerZone))
 	}
+	if _, err := resource.ParseQuantity(o.NodeCPU); err != nil {
+		errs = append(errs, fmt.Errorf("NodeCPU %q: %w", o.NodeCPU, err))
+	}
 	if err := o.EndpointSlices.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -194,27 +198,25 @@ func (cs *ClusterSet) Member(id string) *Member {
 // creates each member's Nodes and ClusterProperty, and starts every member's controllers. It
 // returns once every member has renewed its Lease in the broker. ctx bounds the start only; the
 // controllers run until Stop. Whatever fails, nothing is left running.
-func Start(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
+func Start(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("clustersettest options: %w", err)
 	}
 	began := time.Now()
-	cs = &ClusterSet{opts: opts}
+	cs := &ClusterSet{opts: opts}
 	defer func() {
+		// Whatever started is stopped: control planes, links and controllers.
 		if err != nil {
 			err = errors.Join(err, cs.Stop())
-			cs = nil
 		}
 	}()
 
 	envs, err := startControlPlanes(opts.Members)
+	cs.adopt(envs, opts)
 	if err != nil {
-		// The ones that did start are stopped by Stop through cs.
-		cs.adopt(envs, opts)
 		return nil, err
 	}
-	cs.adopt(envs, opts)
 	cs.ControlPlanesIn = time.Since(began)
 
 	var wg sync.WaitGroup

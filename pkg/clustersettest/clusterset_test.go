@@ -103,6 +103,35 @@ func TestClusterSetLifecycle(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
+// TestFailedStartLeavesNothing: when Start fails after its control planes are up (here the API
+// server refuses a Node label), it stops what it started.
+func TestFailedStartLeavesNothing(t *testing.T) {
+	requireBinaries(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	_, err := clustersettest.Start(context.Background(), clustersettest.Options{Zones: []string{"not a zone"}})
+	if err == nil || !strings.Contains(err.Error(), "creating Node") {
+		t.Fatalf("Start should fail creating a Node with an invalid zone label, got: %v", err)
+	}
+	if left := childPIDs(t); len(left) > 0 {
+		t.Errorf("processes left after a failed Start: %v", left)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) > 0 {
+		t.Errorf("%d entries left in TMPDIR after a failed Start", len(entries))
+	}
+}
+
+func TestInvalidOptionsStartNothing(t *testing.T) {
+	_, err := clustersettest.Start(context.Background(), clustersettest.Options{
+		Members: []string{"a", "a", "Not_A_Label"}, IDsByFlag: []string{"z"}, NodeCPU: "lots",
+	})
+	for _, want := range []string{`member "a" is listed twice`, "Not_A_Label", `IDsByFlag names "z"`, `NodeCPU "lots"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error mentioning %s, got: %v", want, err)
+		}
+	}
+}
+
 // exportWeb exports a Service backed by two ready Pods of east and expects west to import them,
 // then makes one Pod unready and expects it withdrawn. It returns the namespace and the ready
 // Pod's IP.
