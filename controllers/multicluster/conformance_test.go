@@ -28,8 +28,8 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 		export(ctx, a, ns, "web", nil)
 		for _, m := range members {
-			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a"}), "in %s", m.id)
-			Eventually(importedAddresses).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"10.1.0.1", "10.1.0.2"}), "in %s", m.id)
+			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a"}), "in %s", m.Name)
+			Eventually(importedAddresses).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"10.1.0.1", "10.1.0.2"}), "in %s", m.Name)
 		}
 		Eventually(conditionOf(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
 		Eventually(conditionOf(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionReady)).Should(Equal("True/Exported"))
@@ -37,8 +37,8 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 		export(ctx, b, ns, "web", nil)
 		for _, m := range members {
-			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b"}), "in %s", m.id)
-			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b"}), "in %s", m.id)
+			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b"}), "in %s", m.Name)
+			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b"}), "in %s", m.Name)
 		}
 		By("labelling imported slices for multi-cluster consumers and never as the upstream controller's")
 		si := serviceImport(ctx, c, ns, "web")
@@ -66,21 +66,21 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 		By("keeping the import up to date when an exporter's endpoints change")
 		slice := &discoveryv1.EndpointSlice{}
-		Expect(b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-b1"}, slice)).To(Succeed())
+		Expect(b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-b1"}, slice)).To(Succeed())
 		slice.Endpoints[0].Addresses = []string{"10.2.0.9"}
-		Expect(b.c.Update(ctx, slice)).To(Succeed())
+		Expect(b.Client.Update(ctx, slice)).To(Succeed())
 		Eventually(importedAddresses).WithArguments(ctx, c, ns, "web").Should(ContainElement("10.2.0.9"))
 
 		unexport(ctx, a, ns, "web")
 		for _, m := range members {
-			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"b"}), "in %s", m.id)
-			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"b"}), "in %s", m.id)
+			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"b"}), "in %s", m.Name)
+			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"b"}), "in %s", m.Name)
 		}
 		unexport(ctx, b, ns, "web")
 		for _, m := range members {
-			Eventually(serviceImport).WithArguments(ctx, m, ns, "web").Should(BeNil(), "in %s", m.id)
-			Eventually(importedSlices).WithArguments(ctx, m, ns, "web").Should(BeEmpty(), "in %s", m.id)
-			Eventually(derivedService).WithArguments(ctx, m, ns, "web").Should(BeNil(), "in %s", m.id)
+			Eventually(serviceImport).WithArguments(ctx, m, ns, "web").Should(BeNil(), "in %s", m.Name)
+			Eventually(importedSlices).WithArguments(ctx, m, ns, "web").Should(BeEmpty(), "in %s", m.Name)
+			Eventually(derivedService).WithArguments(ctx, m, ns, "web").Should(BeNil(), "in %s", m.Name)
 		}
 	})
 
@@ -123,7 +123,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 				g.Expect(derived.OwnerReferences).To(ConsistOf(HaveField("UID", si.UID)))
 				g.Expect(derived.Spec.SessionAffinity).To(Equal(corev1.ServiceAffinityClientIP))
 				g.Expect(derived.Spec.Selector).To(BeEmpty())
-			}).Should(Succeed(), "in %s", m.id)
+			}).Should(Succeed(), "in %s", m.Name)
 		}
 	})
 
@@ -152,7 +152,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		})
 		for _, m := range []*member{a, b} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
-				Should(Equal("True/LabelsConflict,AnnotationsConflict"), "on %s's export", m.id)
+				Should(Equal("True/LabelsConflict,AnnotationsConflict"), "on %s's export", m.Name)
 		}
 		Eventually(importClusters).WithArguments(ctx, c, ns, "web").Should(Equal([]string{"a", "b"}))
 		si := serviceImport(ctx, c, ns, "web")
@@ -162,12 +162,12 @@ var _ = Describe("multi-cluster services conformance", func() {
 		By("clearing the conflict once the exports agree")
 		Eventually(func() error {
 			e := &mcsv1beta1.ServiceExport{}
-			if err := b.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, e); err != nil {
+			if err := b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, e); err != nil {
 				return err
 			}
 			e.Spec.ExportedLabels = map[string]string{"tier": "front"}
 			e.Spec.ExportedAnnotations = map[string]string{"owner": "team-a"}
-			return b.c.Update(ctx, e)
+			return b.Client.Update(ctx, e)
 		}).Should(Succeed())
 		for _, m := range []*member{a, b} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).Should(Equal("False/NoConflicts"))
@@ -196,7 +196,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		Eventually(importPorts).Should(ConsistOf(http80, sctp142), "the union of both port sets")
 		for _, m := range []*member{a, b} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
-				Should(Equal("True/PortConflict"), "on %s's export: the port sets differ", m.id)
+				Should(Equal("True/PortConflict"), "on %s's export: the port sets differ", m.Name)
 		}
 
 		By("unexporting the cluster with the extra port")
@@ -209,7 +209,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		export(ctx, c, ns, "web", nil)
 		for _, m := range []*member{a, c} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
-				Should(Equal("True/PortConflict"), "on %s's export", m.id)
+				Should(Equal("True/PortConflict"), "on %s's export", m.Name)
 		}
 		Eventually(importClusters).WithArguments(ctx, a, ns, "web").Should(Equal([]string{"a", "c"}))
 		Consistently(func() []mcsv1beta1.ServicePort { return serviceImport(ctx, a, ns, "web").Spec.Ports }).
@@ -228,7 +228,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 				g.Expect(si.Spec.Type).To(Equal(mcsv1beta1.Headless))
 				g.Expect(si.Spec.IPs).To(BeEmpty())
 				g.Expect(importedSlices(ctx, m, ns, "db")).To(HaveLen(1))
-			}).Should(Succeed(), "in %s", m.id)
+			}).Should(Succeed(), "in %s", m.Name)
 		}
 		Consistently(func() []string { return serviceImport(ctx, b, ns, "db").Spec.IPs }).WithTimeout(2 * time.Second).Should(BeEmpty())
 		Expect(derivedService(ctx, b, ns, "db")).To(BeNil())
@@ -247,7 +247,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		export(ctx, b, ns, "web", nil)
 		for _, m := range []*member{a, b} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
-				Should(Equal("True/TypeConflict"), "on %s's export", m.id)
+				Should(Equal("True/TypeConflict"), "on %s's export", m.Name)
 		}
 		for _, m := range members {
 			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b"}))
@@ -274,7 +274,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		createService(ctx, a, ns, "ghost", nil)
 		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
 		Eventually(importClusters).WithArguments(ctx, b, ns, "ghost").Should(Equal([]string{"a"}))
-		Expect(a.c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"}})).To(Succeed())
+		Expect(a.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"}})).To(Succeed())
 		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("False/NoService"))
 		Eventually(serviceImport).WithArguments(ctx, b, ns, "ghost").Should(BeNil())
 	})
@@ -285,10 +285,10 @@ var _ = Describe("multi-cluster services conformance", func() {
 		export(ctx, a, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "web").Should(Equal([]string{"a"}))
 		Consistently(func() error {
-			return c.c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+			return c.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 		}).WithTimeout(2*time.Second).ShouldNot(Succeed(), "the namespace must not be created in c")
 
-		Expect(c.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		Eventually(importClusters).WithArguments(ctx, c, ns, "web").Should(Equal([]string{"a"}))
 	})
 })

@@ -30,7 +30,7 @@ func newNamespace(ctx context.Context, in ...*member) string {
 	}
 	name := "mcs-" + rand.String(6)
 	for _, m := range in {
-		Expect(m.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
+		Expect(m.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})).To(Succeed())
 	}
 	return name
 }
@@ -47,7 +47,7 @@ func createService(ctx context.Context, m *member, ns, name string, mutate func(
 	if mutate != nil {
 		mutate(svc)
 	}
-	Expect(m.c.Create(ctx, svc)).To(Succeed())
+	Expect(m.Client.Create(ctx, svc)).To(Succeed())
 	return svc
 }
 
@@ -66,12 +66,12 @@ func createSlice(ctx context.Context, m *member, ns, service, name string, ips .
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{ip},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
-			NodeName:   ptr.To(fmt.Sprintf("%s-node-%d", m.id, i)),
+			NodeName:   ptr.To(fmt.Sprintf("%s-node-%d", m.Name, i)),
 			Zone:       ptr.To(zone),
 			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}},
 		})
 	}
-	Expect(m.c.Create(ctx, slice)).To(Succeed())
+	Expect(m.Client.Create(ctx, slice)).To(Succeed())
 	return slice
 }
 
@@ -80,17 +80,17 @@ func export(ctx context.Context, m *member, ns, name string, mutate func(*mcsv1b
 	if mutate != nil {
 		mutate(e)
 	}
-	Expect(m.c.Create(ctx, e)).To(Succeed())
+	Expect(m.Client.Create(ctx, e)).To(Succeed())
 }
 
 func unexport(ctx context.Context, m *member, ns, name string) {
-	Expect(m.c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	Expect(m.Client.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
 }
 
 // serviceImport returns the ServiceImport, or nil when it does not exist.
 func serviceImport(ctx context.Context, m *member, ns, name string) *mcsv1beta1.ServiceImport {
 	si := &mcsv1beta1.ServiceImport{}
-	err := m.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, si)
+	err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, si)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -113,7 +113,7 @@ func importClusters(ctx context.Context, m *member, ns, name string) []string {
 
 func importedSlices(ctx context.Context, m *member, ns, name string) []discoveryv1.EndpointSlice {
 	list := &discoveryv1.EndpointSliceList{}
-	Expect(m.c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{
+	Expect(m.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{
 		mcsv1beta1.LabelServiceName: name, discoveryv1.LabelManagedBy: sliceplan.ManagedBy,
 	})).To(Succeed())
 	return list.Items
@@ -143,7 +143,7 @@ func importedAddresses(ctx context.Context, m *member, ns, name string) []string
 
 func derivedService(ctx context.Context, m *member, ns, name string) *corev1.Service {
 	svc := &corev1.Service{}
-	err := m.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.DerivedServiceName(ns, name)}, svc)
+	err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.DerivedServiceName(ns, name)}, svc)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -154,7 +154,7 @@ func derivedService(ctx context.Context, m *member, ns, name string) *corev1.Ser
 // exportCondition returns the ServiceExport's condition of type t, or nil.
 func exportCondition(ctx context.Context, m *member, ns, name string, t mcsv1beta1.ServiceExportConditionType) *metav1.Condition {
 	e := &mcsv1beta1.ServiceExport{}
-	if err := m.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, e); err != nil {
+	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, e); err != nil {
 		return nil
 	}
 	return meta.FindStatusCondition(e.Status.Conditions, string(t))

@@ -10,7 +10,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 )
 
@@ -18,18 +17,18 @@ import (
 func exportEverywhere(ctx SpecContext, ns string) {
 	for i, m := range members {
 		createService(ctx, m, ns, "web", nil)
-		createSlice(ctx, m, ns, "web", "web-"+m.id, fmt.Sprintf("10.%d.0.1", i+1))
+		createSlice(ctx, m, ns, "web", "web-"+m.Name, fmt.Sprintf("10.%d.0.1", i+1))
 		export(ctx, m, ns, "web", nil)
 	}
 	for _, m := range members {
-		Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.id)
-		Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.id)
+		Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
+		Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
 	}
 }
 
 func restoreAll() {
 	for _, m := range members {
-		m.proxy.Restore()
+		Expect(m.RestoreBroker()).To(Succeed())
 	}
 }
 
@@ -38,18 +37,18 @@ var _ = Describe("lost clusters and broker outages", Ordered, func() {
 		ns := newNamespace(ctx)
 		exportEverywhere(ctx, ns)
 
-		c.proxy.Cut()
-		DeferCleanup(c.proxy.Restore)
+		Expect(c.CutBroker()).To(Succeed())
+		DeferCleanup(c.RestoreBroker)
 		Eventually(func(g Gomega) {
 			for _, m := range []*member{a, b} {
-				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b"}), "in %s", m.id)
-				g.Expect(importedFrom(ctx, m, ns, "web")).To(Equal([]string{"a", "b"}), "in %s", m.id)
+				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b"}), "in %s", m.Name)
+				g.Expect(importedFrom(ctx, m, ns, "web")).To(Equal([]string{"a", "b"}), "in %s", m.Name)
 			}
 		}).WithTimeout(4 * leaseDuration).Should(Succeed())
 		withdrawnAt := time.Now()
 
 		lease := &coordinationv1.Lease{}
-		Expect(brokerEnv.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)).To(Succeed())
+		Expect(clusterSet.Broker.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)).To(Succeed())
 		expiry := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
 		took := withdrawnAt.Sub(expiry)
 		AddReportEntry("lease expiry to withdrawal in both peers", took.String())
@@ -65,11 +64,11 @@ var _ = Describe("lost clusters and broker outages", Ordered, func() {
 		By("a and b do not flap while c stays away")
 		Consistently(importClusters).WithArguments(ctx, a, ns, "web").WithTimeout(leaseDuration).Should(Equal([]string{"a", "b"}))
 
-		c.proxy.Restore()
+		Expect(c.RestoreBroker()).To(Succeed())
 		returnedAt := time.Now()
 		for _, m := range []*member{a, b} {
-			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.id)
-			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.id)
+			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
+			Eventually(importClusters).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
 		}
 		GinkgoWriter.Printf("c's endpoints were back in a and b %s after its connection returned\n", time.Since(returnedAt))
 		Consistently(importClusters).WithArguments(ctx, c, ns, "web").WithTimeout(leaseDuration).Should(Equal([]string{"a", "b", "c"}),
@@ -81,22 +80,22 @@ var _ = Describe("lost clusters and broker outages", Ordered, func() {
 		exportEverywhere(ctx, ns)
 
 		for _, m := range members {
-			m.proxy.Cut()
+			Expect(m.CutBroker()).To(Succeed())
 		}
 		DeferCleanup(restoreAll)
 
 		By("changing a's endpoints while nobody reaches the broker")
 		slice := &discoveryv1.EndpointSlice{}
-		Expect(a.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-a"}, slice)).To(Succeed())
+		Expect(a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-a"}, slice)).To(Succeed())
 		slice.Endpoints[0].Addresses = []string{"10.1.0.9"}
-		Expect(a.c.Update(ctx, slice)).To(Succeed())
+		Expect(a.Client.Update(ctx, slice)).To(Succeed())
 		Eventually(importedAddresses).WithArguments(ctx, a, ns, "web").Should(ContainElement("10.1.0.9"),
 			"a's own endpoints reach its own import without the broker")
 
 		Consistently(func(g Gomega) {
 			for _, m := range members {
-				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.id)
-				g.Expect(importedFrom(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.id)
+				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
+				g.Expect(importedFrom(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
 			}
 		}).WithTimeout(2 * leaseDuration).Should(Succeed())
 
@@ -104,12 +103,12 @@ var _ = Describe("lost clusters and broker outages", Ordered, func() {
 		restoredAt := time.Now()
 		for _, m := range []*member{b, c} {
 			Eventually(importedAddresses).WithArguments(ctx, m, ns, "web").WithTimeout(60*time.Second).
-				Should(ContainElement("10.1.0.9"), "in %s", m.id)
+				Should(ContainElement("10.1.0.9"), "in %s", m.Name)
 		}
 		GinkgoWriter.Printf("a's change made during the outage reached b and c %s after the broker returned\n", time.Since(restoredAt))
 		Consistently(func(g Gomega) {
 			for _, m := range members {
-				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.id)
+				g.Expect(importClusters(ctx, m, ns, "web")).To(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
 			}
 		}).WithTimeout(leaseDuration).Should(Succeed(), "nobody drops a peer after the outage")
 	})
@@ -118,37 +117,37 @@ var _ = Describe("lost clusters and broker outages", Ordered, func() {
 		ns := newNamespace(ctx)
 		exportEverywhere(ctx, ns)
 
-		c.stopManager()
-		DeferCleanup(func() {
+		Expect(c.StopControllers()).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
 			// Whatever happens here, the next specs need c back.
-			if !c.running() {
-				c.start(multicluster.Options{ClusterID: "c"})
+			if !c.Running() {
+				Expect(c.StartControllers(ctx)).To(Succeed())
 			}
 		})
 		restarted := time.Now()
-		c.start(multicluster.Options{ClusterID: "c", LeaveOnShutdown: true})
+		Expect(c.StartControllers(ctx, leaveOnShutdown)).To(Succeed())
 		Eventually(func(g Gomega) {
 			lease := &coordinationv1.Lease{}
-			g.Expect(brokerEnv.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)).To(Succeed())
+			g.Expect(clusterSet.Broker.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)).To(Succeed())
 			g.Expect(lease.Spec.RenewTime.After(restarted)).To(BeTrue(), "the restarted manager renews")
 		}).Should(Succeed())
 
-		c.stopManager()
+		Expect(c.StopControllers()).To(Succeed())
 		leftAt := time.Now()
 		for _, m := range []*member{a, b} {
 			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").WithTimeout(leaseDuration).
-				Should(Equal([]string{"a", "b"}), "in %s", m.id)
+				Should(Equal([]string{"a", "b"}), "in %s", m.Name)
 		}
 		GinkgoWriter.Printf("c's endpoints were gone from a and b %s after it left\n", time.Since(leftAt))
 		lease := &coordinationv1.Lease{}
-		err := brokerEnv.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)
+		err := clusterSet.Broker.Client.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("c")}, lease)
 		Expect(client.IgnoreNotFound(err)).To(Succeed())
 		Expect(err).To(HaveOccurred(), "a member that leaves deletes its Lease")
 
-		c.stopManager()
-		c.start(multicluster.Options{ClusterID: "c"})
+		Expect(c.StopControllers()).To(Succeed())
+		Expect(c.StartControllers(ctx)).To(Succeed())
 		for _, m := range members {
-			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.id)
+			Eventually(importedFrom).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"a", "b", "c"}), "in %s", m.Name)
 		}
 	})
 })

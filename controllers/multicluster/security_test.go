@@ -25,10 +25,10 @@ var _ = Describe("broker isolation", func() {
 		export(ctx, b, ns, "web", nil)
 		recordKey := client.ObjectKey{Namespace: brokerNamespace, Name: names.RecordName("b", ns, "web")}
 		Eventually(func() error {
-			return a.brokerAsMember.Get(ctx, recordKey, &v1alpha1.ServiceExportRecord{})
+			return a.BrokerClient.Get(ctx, recordKey, &v1alpha1.ServiceExportRecord{})
 		}).Should(Succeed(), "every member may read every record")
 		original := &v1alpha1.ServiceExportRecord{}
-		Expect(a.brokerAsMember.Get(ctx, recordKey, original)).To(Succeed())
+		Expect(a.BrokerClient.Get(ctx, recordKey, original)).To(Succeed())
 
 		refused := func(err error) {
 			GinkgoHelper()
@@ -39,16 +39,16 @@ var _ = Describe("broker isolation", func() {
 		By("overwriting b's record")
 		tampered := original.DeepCopy()
 		tampered.Spec.Ports = append(tampered.Spec.Ports, mcsv1beta1.ServicePort{Name: "evil", Port: 666, Protocol: corev1.ProtocolTCP})
-		refused(a.brokerAsMember.Update(ctx, tampered))
+		refused(a.BrokerClient.Update(ctx, tampered))
 
 		By("taking over b's record by relabelling it")
 		stolen := original.DeepCopy()
 		stolen.Labels[v1alpha1.LabelSourceCluster] = "a"
 		stolen.Spec.ClusterID = "a"
-		refused(a.brokerAsMember.Update(ctx, stolen))
+		refused(a.BrokerClient.Update(ctx, stolen))
 
 		By("deleting b's record")
-		refused(a.brokerAsMember.Delete(ctx, original.DeepCopy()))
+		refused(a.BrokerClient.Delete(ctx, original.DeepCopy()))
 
 		By("creating a record in b's name")
 		forged := &v1alpha1.ServiceExportRecord{
@@ -56,53 +56,53 @@ var _ = Describe("broker isolation", func() {
 			Spec:       *original.Spec.DeepCopy(),
 		}
 		forged.Spec.ServiceName = "forged"
-		refused(a.brokerAsMember.Create(ctx, forged))
+		refused(a.BrokerClient.Create(ctx, forged))
 
 		By("creating a record labelled as a that speaks for b")
 		disguised := forged.DeepCopy()
 		disguised.Name = names.RecordName("a", ns, "forged")
 		disguised.Labels = names.RecordLabels("a", ns, "forged")
-		refused(a.brokerAsMember.Create(ctx, disguised))
+		refused(a.BrokerClient.Create(ctx, disguised))
 
 		By("rewriting and adding b's slice copies")
 		copies := &discoveryv1.EndpointSliceList{}
 		Eventually(func() ([]discoveryv1.EndpointSlice, error) {
-			err := a.brokerAsMember.List(ctx, copies, client.InNamespace(brokerNamespace), client.MatchingLabels(names.RecordLabels("b", ns, "web")))
+			err := a.BrokerClient.List(ctx, copies, client.InNamespace(brokerNamespace), client.MatchingLabels(names.RecordLabels("b", ns, "web")))
 			return copies.Items, err
 		}).Should(HaveLen(1))
 		copied := copies.Items[0].DeepCopy()
 		copied.Endpoints[0].Addresses = []string{"6.6.6.6"}
-		refused(a.brokerAsMember.Update(ctx, copied))
+		refused(a.BrokerClient.Update(ctx, copied))
 		extra := &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: brokerNamespace, Name: "extra", Labels: names.RecordLabels("b", ns, "web")},
 			AddressType: discoveryv1.AddressTypeIPv4,
 		}
 		extra.Labels[discoveryv1.LabelManagedBy] = sliceplan.ManagedBy
-		refused(a.brokerAsMember.Create(ctx, extra))
+		refused(a.BrokerClient.Create(ctx, extra))
 
 		By("renewing or deleting b's Lease")
 		lease := &coordinationv1.Lease{}
-		Expect(a.brokerAsMember.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("b")}, lease)).To(Succeed())
-		refused(a.brokerAsMember.Delete(ctx, lease.DeepCopy()))
+		Expect(a.BrokerClient.Get(ctx, client.ObjectKey{Namespace: brokerNamespace, Name: liveness.LeaseName("b")}, lease)).To(Succeed())
+		refused(a.BrokerClient.Delete(ctx, lease.DeepCopy()))
 		lease.Labels[v1alpha1.LabelSourceCluster] = "a"
-		refused(a.brokerAsMember.Update(ctx, lease))
+		refused(a.BrokerClient.Update(ctx, lease))
 
 		By("writing anything else in the broker")
-		refused(a.brokerAsMember.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: brokerNamespace, Name: "x"}}))
+		refused(a.BrokerClient.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: brokerNamespace, Name: "x"}}))
 
 		By("b's record is untouched and a may still write its own")
 		after := &v1alpha1.ServiceExportRecord{}
-		Expect(brokerEnv.Client.Get(ctx, recordKey, after)).To(Succeed())
+		Expect(clusterSet.Broker.Client.Get(ctx, recordKey, after)).To(Succeed())
 		Expect(after.Spec).To(Equal(original.Spec))
 		Expect(after.Labels).To(Equal(original.Labels))
 		own := forged.DeepCopy()
 		own.Name = names.RecordName("a", ns, "own")
 		own.Labels = names.RecordLabels("a", ns, "own")
 		own.Spec.ClusterID, own.Spec.ServiceName = "a", "own"
-		Expect(a.brokerAsMember.Create(ctx, own)).To(Succeed())
+		Expect(a.BrokerClient.Create(ctx, own)).To(Succeed())
 		// a's export controller withdraws it: a exports no such Service.
 		Eventually(func() bool {
-			return apierrors.IsNotFound(brokerEnv.Client.Get(ctx, client.ObjectKeyFromObject(own), &v1alpha1.ServiceExportRecord{}))
+			return apierrors.IsNotFound(clusterSet.Broker.Client.Get(ctx, client.ObjectKeyFromObject(own), &v1alpha1.ServiceExportRecord{}))
 		}).Should(BeTrue(), "a record without an export behind it is withdrawn")
 	})
 })

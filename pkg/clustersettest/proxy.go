@@ -1,4 +1,4 @@
-package multicluster_test
+package clustersettest
 
 import (
 	"io"
@@ -16,6 +16,8 @@ type cuttableProxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// wg counts the accept loop and the pipes, so Close returns only once they have all ended.
+	wg sync.WaitGroup
 }
 
 func newCuttableProxy(target string) (*cuttableProxy, error) {
@@ -24,6 +26,7 @@ func newCuttableProxy(target string) (*cuttableProxy, error) {
 		return nil, err
 	}
 	p := &cuttableProxy{target: target, listener: l, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
 	go p.serve()
 	return p, nil
 }
@@ -31,6 +34,7 @@ func newCuttableProxy(target string) (*cuttableProxy, error) {
 func (p *cuttableProxy) Addr() string { return p.listener.Addr().String() }
 
 func (p *cuttableProxy) serve() {
+	defer p.wg.Done()
 	for {
 		in, err := p.listener.Accept()
 		if err != nil {
@@ -48,21 +52,33 @@ func (p *cuttableProxy) serve() {
 			_ = in.Close()
 			continue
 		}
-		p.track(in, out)
+		if !p.track(in, out) {
+			continue
+		}
+		p.wg.Add(2)
 		go p.pipe(in, out)
 		go p.pipe(out, in)
 	}
 }
 
-func (p *cuttableProxy) track(conns ...net.Conn) {
+// track registers a new connection pair, unless the link was cut while it was being dialled.
+func (p *cuttableProxy) track(conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.cut {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return false
+	}
 	for _, c := range conns {
 		p.conns[c] = struct{}{}
 	}
+	return true
 }
 
 func (p *cuttableProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
 	_ = src.Close()
@@ -89,7 +105,15 @@ func (p *cuttableProxy) Restore() {
 	p.cut = false
 }
 
+// Close cuts the link for good and waits for every goroutine of the proxy to end.
 func (p *cuttableProxy) Close() {
 	p.Cut()
 	_ = p.listener.Close()
+	p.wg.Wait()
+}
+
+func (p *cuttableProxy) isCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
 }
