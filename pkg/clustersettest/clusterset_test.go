@@ -100,7 +100,11 @@ func TestClusterSetLifecycle(t *testing.T) {
 	for _, e := range entries {
 		t.Errorf("left in TMPDIR after Stop: %s", e.Name())
 	}
-	goleak.VerifyNone(t, ignore)
+	// controller-runtime's multi-namespace cache starts a goroutine per handler registration that
+	// waits for the registration to sync and never ends when the cache stops first (a member
+	// stopped by Lose before every watch synced); it is not ours to stop.
+	goleak.VerifyNone(t, ignore,
+		goleak.IgnoreTopFunction("sigs.k8s.io/controller-runtime/pkg/cache.newMultiNamespaceInformerHandlerRegistration.func1"))
 }
 
 // TestFailedStartLeavesNothing: when Start fails after its control planes are up (here the API

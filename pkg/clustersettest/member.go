@@ -187,7 +187,7 @@ func (m *Member) waitRenewed(ctx context.Context, since time.Time, done chan err
 		default:
 		}
 		if err := m.BrokerClient.Get(ctx, key, lease); err != nil {
-			return false, err.Error(), nil
+			return false, readFailure(ctx, err), nil
 		}
 		if lease.Spec.RenewTime == nil {
 			return false, "a Lease never renewed", nil

@@ -47,6 +47,16 @@ func (m *Member) wait(ctx context.Context, what string, probe func(context.Conte
 	}
 }
 
+// readFailure is what a probe saw when its read failed: the error, unless the read was cut short
+// by the wait's own deadline (client-go's rate limiter refuses a request that could not finish in
+// time before the context ends), which says nothing about the cluster.
+func readFailure(ctx context.Context, err error) string {
+	if ctx.Err() != nil || strings.Contains(err.Error(), "would exceed context deadline") {
+		return ""
+	}
+	return err.Error()
+}
+
 // Export creates a ServiceExport for the Service namespace/name.
 func (m *Member) Export(ctx context.Context, namespace, name string) error {
 	e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
@@ -71,7 +81,7 @@ func (m *Member) WaitForServiceImport(ctx context.Context, namespace, name strin
 	si := &mcsv1beta1.ServiceImport{}
 	err := m.wait(ctx, fmt.Sprintf("ServiceImport %s/%s to be ready", namespace, name), func(ctx context.Context) (bool, string, error) {
 		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, si); err != nil {
-			return false, err.Error(), nil
+			return false, readFailure(ctx, err), nil
 		}
 		cond := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
 		if cond == nil {
@@ -145,7 +155,7 @@ func (m *Member) WaitForImportedAddresses(ctx context.Context, namespace, name s
 	return m.wait(ctx, what, func(ctx context.Context) (bool, string, error) {
 		got, err := m.ImportedAddresses(ctx, namespace, name)
 		if err != nil {
-			return false, err.Error(), nil
+			return false, readFailure(ctx, err), nil
 		}
 		return maps.EqualFunc(got, sorted, slices.Equal), formatByCluster(got), nil
 	})
