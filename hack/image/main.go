@@ -45,7 +45,7 @@ func main() {
 	img := fs.String("img", "ghcr.io/fleetslice/manager:latest", "manager image reference")
 	agentImg := fs.String("agent-img", "ghcr.io/fleetslice/agent:latest", "agent image reference")
 	lock := fs.String("lock", "hack/image/agent-packages.lock", "pinned Debian packages of the agent image")
-	cache := fs.String("cache", defaultCache(), "download cache of Debian packages")
+	cache := fs.String("cache", image.DefaultCacheDir(), "download cache of Debian packages")
 	load := fs.Bool("load", true, "load the images into docker or podman when one of them answers")
 	_ = fs.Parse(os.Args[2:])
 
@@ -64,17 +64,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-}
-
-func defaultCache() string {
-	if c := os.Getenv("FLEETSLICE_CACHE"); c != "" {
-		return filepath.Join(c, "debs")
-	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	return filepath.Join(dir, "fleetslice", "debs")
 }
 
 func build(out, img, agentImg, lock, cache string, load bool) error {

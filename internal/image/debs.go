@@ -22,6 +22,19 @@ func (p Package) FileName() string {
 	return fmt.Sprintf("%s_%s_amd64.deb", p.Name, strings.ReplaceAll(p.Version, ":", "%3a"))
 }
 
+// DefaultCacheDir is where downloaded packages are kept between builds: debs/ under
+// $FLEETSLICE_CACHE, or under the user's cache directory beside the Kubernetes binaries.
+func DefaultCacheDir() string {
+	if c := os.Getenv("FLEETSLICE_CACHE"); c != "" {
+		return filepath.Join(c, "debs")
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "fleetslice", "debs")
+}
+
 // ReadLock parses a lock file: comment lines, then "name<TAB>version<TAB>sha256" rows.
 func ReadLock(path string) ([]Package, error) {
 	f, err := os.Open(path)

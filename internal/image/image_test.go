@@ -39,7 +39,7 @@ func buildImages(t *testing.T, out string) []Result {
 	b := Build{
 		Root: root, OutDir: out,
 		ManagerRef: "example.test/fleetslice/manager:v1", AgentRef: "example.test/fleetslice/agent:v1",
-		Lock: filepath.Join(root, "hack/image/agent-packages.lock"), CacheDir: debCache(t),
+		Lock: filepath.Join(root, "hack/image/agent-packages.lock"), CacheDir: DefaultCacheDir(),
 		Meta: meta,
 	}
 	results, err := b.Run(context.Background())
@@ -47,17 +47,6 @@ func buildImages(t *testing.T, out string) []Result {
 		t.Fatal(err)
 	}
 	return results
-}
-
-func debCache(t *testing.T) string {
-	if c := os.Getenv("FLEETSLICE_CACHE"); c != "" {
-		return filepath.Join(c, "debs")
-	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return t.TempDir()
-	}
-	return filepath.Join(dir, "fleetslice", "debs")
 }
 
 // TestImagesAreReproducibleAndRunFromTheirRootFS builds both images twice (same digests), then

@@ -104,12 +104,8 @@ func buildImages(ctx context.Context, root string) {
 	meta, err := image.GitMeta(root)
 	Expect(err).NotTo(HaveOccurred())
 	out := GinkgoT().TempDir()
-	cache := filepath.Join(os.TempDir(), "fleetslice-debs")
-	if c, err := os.UserCacheDir(); err == nil {
-		cache = filepath.Join(c, "fleetslice", "debs")
-	}
 	b := image.Build{Root: root, OutDir: out, ManagerRef: "example.test/manager:e2e", AgentRef: "example.test/agent:e2e",
-		Lock: filepath.Join(root, "hack", "image", "agent-packages.lock"), CacheDir: cache, Meta: meta}
+		Lock: filepath.Join(root, "hack", "image", "agent-packages.lock"), CacheDir: image.DefaultCacheDir(), Meta: meta}
 	results, err := b.Run(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range results {
