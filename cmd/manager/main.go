@@ -84,7 +84,10 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "manager.fleetslice.io",
-		Cache:                  endpointslice.CacheOptions(),
+		// main returns as soon as the manager stops, so releasing the lease then is safe, and it
+		// lets the next replica of a rolling upgrade lead at once instead of after the lease runs out.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         endpointslice.CacheOptions(),
 	})
 	if err != nil {
 		log.Error(err, "unable to create manager")
