@@ -84,13 +84,14 @@ run: build k8s-binaries ## Bring up a local ClusterSet, run fleetslice on it and
 # when an engine answers, pushed with the credentials their logins leave.
 IMG ?= ghcr.io/fleetslice/manager:latest
 AGENT_IMG ?= ghcr.io/fleetslice/agent:latest
+DNS_IMG ?= ghcr.io/fleetslice/dns:latest
 
 .PHONY: docker-build
-docker-build: ## Build the manager and agent images as dist/manager.tar and dist/agent.tar (IMG, AGENT_IMG).
-	go run ./hack/image build --img $(IMG) --agent-img $(AGENT_IMG) --out dist
+docker-build: ## Build the manager, agent and fleetslice-dns images as dist/*.tar (IMG, AGENT_IMG, DNS_IMG).
+	go run ./hack/image build --img $(IMG) --agent-img $(AGENT_IMG) --dns-img $(DNS_IMG) --out dist
 
 .PHONY: docker-push
-docker-push: ## Push dist/manager.tar and dist/agent.tar to the registries their references name.
+docker-push: ## Push the image archives in dist/ to the registries their references name.
 	go run ./hack/image push --out dist
 
 .PHONY: build-installer

@@ -1,7 +1,7 @@
 // Command image builds, loads and pushes fleetslice's container images without a container
 // runtime (make docker-build, make docker-push), and pins the agent's Debian packages.
 //
-//	go run ./hack/image build --img IMG --agent-img AGENT_IMG --out dist
+//	go run ./hack/image build --img IMG --agent-img AGENT_IMG --dns-img DNS_IMG --out dist
 //	go run ./hack/image push --out dist
 //	go run ./hack/image lock
 package main
@@ -44,6 +44,7 @@ func main() {
 	out := fs.String("out", "dist", "directory of the image archives")
 	img := fs.String("img", "ghcr.io/fleetslice/manager:latest", "manager image reference")
 	agentImg := fs.String("agent-img", "ghcr.io/fleetslice/agent:latest", "agent image reference")
+	dnsImg := fs.String("dns-img", "ghcr.io/fleetslice/dns:latest", "fleetslice-dns image reference (empty: do not build it)")
 	lock := fs.String("lock", "hack/image/agent-packages.lock", "pinned Debian packages of the agent image")
 	cache := fs.String("cache", image.DefaultCacheDir(), "download cache of Debian packages")
 	load := fs.Bool("load", true, "load the images into docker or podman when one of them answers")
@@ -52,7 +53,7 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "build":
-		err = build(*out, *img, *agentImg, *lock, *cache, *load)
+		err = build(*out, *img, *agentImg, *dnsImg, *lock, *cache, *load)
 	case "push":
 		err = push(*out)
 	case "lock":
@@ -66,7 +67,7 @@ func main() {
 	}
 }
 
-func build(out, img, agentImg, lock, cache string, load bool) error {
+func build(out, img, agentImg, dnsImg, lock, cache string, load bool) error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ func build(out, img, agentImg, lock, cache string, load bool) error {
 	if err != nil {
 		return err
 	}
-	b := image.Build{Root: root, OutDir: out, ManagerRef: img, AgentRef: agentImg, Lock: lock, CacheDir: cache, Meta: meta}
+	b := image.Build{Root: root, OutDir: out, ManagerRef: img, AgentRef: agentImg, DNSRef: dnsImg, Lock: lock, CacheDir: cache, Meta: meta}
 	results, err := b.Run(context.Background())
 	if err != nil {
 		return err
@@ -112,8 +113,11 @@ func loadInto(path string) {
 // push sends each archive in out to the registry of its reference, with the credentials docker
 // and podman logins leave behind (the default keychain).
 func push(out string) error {
-	for _, n := range []string{"manager", "agent"} {
+	for _, n := range []string{"manager", "agent", "fleetslice-dns"} {
 		path := filepath.Join(out, n+".tar")
+		if _, err := os.Stat(path); n == "fleetslice-dns" && err != nil {
+			continue // built only when asked for
+		}
 		img, ref, cleanup, err := image.ReadOCIArchive(path)
 		if err != nil {
 			return fmt.Errorf("%w (run make docker-build first)", err)

@@ -21,6 +21,8 @@ type Build struct {
 	OutDir string
 	// ManagerRef and AgentRef tag the images (IMG and AGENT_IMG).
 	ManagerRef, AgentRef string
+	// DNSRef tags the fleetslice-dns image (DNS_IMG); empty skips it.
+	DNSRef string
 	// Lock pins the agent's Debian packages; CacheDir keeps their downloads.
 	Lock, CacheDir string
 	// Meta stamps the images; GitMeta reads it from the checkout.
@@ -35,7 +37,8 @@ type Result struct {
 	Size int64
 }
 
-// Run builds both binaries and both images and writes their archives.
+// Run builds the binaries and images and writes their archives: manager, agent, then
+// fleetslice-dns when DNSRef is set.
 func (b Build) Run(ctx context.Context) ([]Result, error) {
 	pkgs, err := ReadLock(b.Lock)
 	if err != nil {
@@ -53,14 +56,19 @@ func (b Build) Run(ctx context.Context) ([]Result, error) {
 	if err := os.MkdirAll(b.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	var results []Result
-	for _, spec := range []struct {
+	type spec struct {
 		name, ref string
 		image     func(binary string) (v1.Image, error)
-	}{
+	}
+	specs := []spec{
 		{"manager", b.ManagerRef, func(bin string) (v1.Image, error) { return Manager(bin, b.Meta) }},
 		{"agent", b.AgentRef, func(bin string) (v1.Image, error) { return Agent(bin, debs, b.Meta) }},
-	} {
+	}
+	if b.DNSRef != "" {
+		specs = append(specs, spec{"fleetslice-dns", b.DNSRef, func(bin string) (v1.Image, error) { return DNS(bin, b.Meta) }})
+	}
+	var results []Result
+	for _, spec := range specs {
 		bin := filepath.Join(binDir, spec.name)
 		if err := GoBinary(ctx, b.Root, "./cmd/"+spec.name, bin, b.Meta.Version); err != nil {
 			return nil, err

@@ -49,15 +49,25 @@ func (m Meta) labels(title string) map[string]string {
 
 // Manager is the manager image: its static binary on an empty base, run as a non-root user.
 func Manager(binary string, m Meta) (v1.Image, error) {
-	bin, err := binaryLayer(binary, "/manager", m.Created)
+	return static(binary, "/manager", "fleetslice manager", m)
+}
+
+// DNS is fleetslice-dns (CoreDNS with the clusterset plugin): its static binary on an empty base,
+// run as a non-root user; it listens on an unprivileged port (5353 in config/dns).
+func DNS(binary string, m Meta) (v1.Image, error) {
+	return static(binary, "/fleetslice-dns", "fleetslice-dns", m)
+}
+
+func static(binary, path, title string, m Meta) (v1.Image, error) {
+	bin, err := binaryLayer(binary, path, m.Created)
 	if err != nil {
 		return nil, err
 	}
-	return assemble([]layer{{bin, "the manager binary"}}, v1.Config{
-		Entrypoint: []string{"/manager"},
+	return assemble([]layer{{bin, "the " + title + " binary"}}, v1.Config{
+		Entrypoint: []string{path},
 		User:       NonRootUser,
 		WorkingDir: "/",
-		Labels:     m.labels("fleetslice manager"),
+		Labels:     m.labels(title),
 	}, m.Created)
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,8 @@ func buildImages(t *testing.T, out string) []Result {
 	b := Build{
 		Root: root, OutDir: out,
 		ManagerRef: "example.test/fleetslice/manager:v1", AgentRef: "example.test/fleetslice/agent:v1",
-		Lock: filepath.Join(root, "hack/image/agent-packages.lock"), CacheDir: DefaultCacheDir(),
+		DNSRef: "example.test/fleetslice/dns:v1",
+		Lock:   filepath.Join(root, "hack/image/agent-packages.lock"), CacheDir: DefaultCacheDir(),
 		Meta: meta,
 	}
 	results, err := b.Run(context.Background())
@@ -73,6 +75,7 @@ func TestImagesAreReproducibleAndRunFromTheirRootFS(t *testing.T) {
 	}
 	t.Run("manager", func(t *testing.T) { checkManager(t, first[0].Path) })
 	t.Run("agent", func(t *testing.T) { checkAgent(t, first[1].Path) })
+	t.Run("fleetslice-dns", func(t *testing.T) { checkDNS(t, first[2].Path) })
 }
 
 func chrootMissing() []string {
@@ -127,6 +130,17 @@ func checkManager(t *testing.T, path string) {
 		if !strings.Contains(string(out), flag) {
 			t.Errorf("/manager --help does not list %s:\n%s", flag, out)
 		}
+	}
+}
+
+func checkDNS(t *testing.T, path string) {
+	rootfs, user, _ := unpackArchive(t, path, "example.test/fleetslice/dns:v1")
+	if user != NonRootUser {
+		t.Errorf("fleetslice-dns image runs as %q, want %q", user, NonRootUser)
+	}
+	out, err := exec.Command("chroot", "--userspec="+NonRootUser, rootfs, "/fleetslice-dns", "-plugins").CombinedOutput()
+	if err != nil || !slices.Contains(strings.Fields(string(out)), "clusterset") {
+		t.Errorf("/fleetslice-dns -plugins as %s does not list the clusterset plugin: %v: %s", NonRootUser, err, out)
 	}
 }
 

@@ -114,9 +114,10 @@ func buildImages(ctx context.Context, root string) {
 		dir := filepath.Join(out, r.Name+"-rootfs")
 		Expect(image.Unpack(img, dir)).To(Succeed())
 		cleanup()
-		if r.Name == "manager" {
+		switch r.Name {
+		case "manager":
 			managerRootFS = dir
-		} else {
+		case "agent":
 			agentRootFS = dir
 		}
 	}
