@@ -5,7 +5,9 @@ package installer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +93,7 @@ func Decode(streams ...[]byte) ([]*unstructured.Unstructured, error) {
 		for {
 			var m map[string]any
 			if err := dec.Decode(&m); err != nil {
-				if err.Error() == "EOF" {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				return nil, err
