@@ -147,14 +147,14 @@ func Leave(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	sa := &corev1.ServiceAccount{}
-	err = c.broker.Get(ctx, client.ObjectKey{Namespace: o.BrokerNamespace, Name: broker.ServiceAccountName(o.ClusterID)}, sa)
-	if err == nil && sa.Annotations[MemberUIDAnnotation] != "" && sa.Annotations[MemberUIDAnnotation] != uid {
-		return fmt.Errorf("cluster id %q in the broker belongs to another cluster (kube-system UID %s, this one is %s); nothing removed",
-			o.ClusterID, sa.Annotations[MemberUIDAnnotation], uid)
+	// An identity made by other tooling carries no owner; only another cluster's stops leave.
+	owner, _, err := identityOwner(ctx, c.broker, o)
+	if err != nil {
+		return err
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading the member's broker identity: %w", err)
+	if owner != "" && owner != uid {
+		return fmt.Errorf("cluster id %q in the broker belongs to another cluster (kube-system UID %s, this one is %s); nothing removed",
+			o.ClusterID, owner, uid)
 	}
 	// The identity goes first: deleting the ServiceAccount voids its token, so a manager still
 	// running in the member cannot publish its records again once they are gone.
@@ -194,19 +194,28 @@ func checkBroker(ctx context.Context, c client.Client, o Options, uid string) er
 		}
 		return fmt.Errorf("reading the broker namespace: %w", err)
 	}
-	sa := &corev1.ServiceAccount{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: o.BrokerNamespace, Name: broker.ServiceAccountName(o.ClusterID)}, sa)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading the broker identity of %s: %w", o.ClusterID, err)
+	owner, exists, err := identityOwner(ctx, c, o)
+	if err != nil || !exists {
+		return err
 	}
-	if owner := sa.Annotations[MemberUIDAnnotation]; owner != uid {
+	if owner != uid {
 		return fmt.Errorf("cluster id %q is already used by another member of the ClusterSet (kube-system UID %q, this cluster's is %s); choose another id, or run fleetslice leave for that cluster first",
 			o.ClusterID, owner, uid)
 	}
 	return nil
+}
+
+// identityOwner reads the cluster's broker ServiceAccount and the member UID recorded on it.
+func identityOwner(ctx context.Context, c client.Client, o Options) (owner string, exists bool, err error) {
+	sa := &corev1.ServiceAccount{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: o.BrokerNamespace, Name: broker.ServiceAccountName(o.ClusterID)}, sa)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("reading the broker identity of %s: %w", o.ClusterID, err)
+	}
+	return sa.Annotations[MemberUIDAnnotation], true, nil
 }
 
 func checkMember(ctx context.Context, c client.Client, o Options) error {
