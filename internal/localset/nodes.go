@@ -8,13 +8,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -89,13 +92,21 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	if err := crds.Install(ctx, c, defs); err != nil {
 		return err
 	}
-	// A fresh client: the first one may have cached API discovery from before the CRDs existed.
-	if c, err = cs.Client(name); err != nil {
-		return err
-	}
-	// The member's ClusterSet identity, as KEP-2149 defines it.
-	if err := clusterid.Ensure(ctx, c, name); err != nil {
-		return err
+	// The member's ClusterSet identity, as KEP-2149 defines it. The API server's discovery can lag
+	// a moment behind an Established CRD, so a kind it does not list yet is retried with a fresh
+	// client (the old one caches discovery from before the CRDs existed).
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if c, err = cs.Client(name); err != nil {
+			return false, err
+		}
+		err := clusterid.Ensure(ctx, c, name)
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return true, err
+	})
+	if err != nil {
+		return fmt.Errorf("creating the ClusterProperty of %s: %w", name, err)
 	}
 	if opts.NodesPerCluster > maxNodesPerCluster {
 		return fmt.Errorf("at most %d nodes per cluster (each gets a /23 of 10.<cluster>.0.0/16), got %d", maxNodesPerCluster, opts.NodesPerCluster)
