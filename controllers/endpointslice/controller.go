@@ -41,8 +41,13 @@ type Options struct {
 	// CompactionSlack is how many slices above ceil(endpoints/max) a slice set may have before
 	// compaction merges the emptiest away.
 	CompactionSlack int
-	// BatchPeriod delays Pod-triggered syncs so bursts of Pod changes make one sync.
+	// BatchPeriod delays every Pod-triggered sync by a fixed time, as kube-controller-manager's
+	// --endpointslice-updates-batch-period; above 0 it replaces coalescing.
 	BatchPeriod time.Duration
+	// CoalesceQuiet and CoalesceBudget coalesce a Service's Pod changes while it is under churn:
+	// a change after a quiet spell of CoalesceQuiet syncs at once; a burst waits until it has
+	// been quiet for CoalesceQuiet, never longer than CoalesceBudget. Budget 0 turns it off.
+	CoalesceQuiet, CoalesceBudget time.Duration
 	// Concurrency is the number of Services synced in parallel.
 	Concurrency int
 	// AdoptUpstreamSlices takes over slices kube-controller-manager's controller left behind.
@@ -51,9 +56,21 @@ type Options struct {
 	Topology topology.Options
 }
 
-// DefaultOptions match upstream's defaults.
+// Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md): long enough
+// to fold the bursts of a rollout into one write, short enough that no change waits longer than
+// kube-controller-manager's own syncs take under churn.
+const (
+	DefaultCoalesceQuiet  = 100 * time.Millisecond
+	DefaultCoalesceBudget = 500 * time.Millisecond
+)
+
+// DefaultOptions match upstream's defaults, plus coalescing.
 func DefaultOptions() Options {
-	return Options{MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5, Topology: topology.DefaultOptions()}
+	return Options{
+		MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5,
+		CoalesceQuiet: DefaultCoalesceQuiet, CoalesceBudget: DefaultCoalesceBudget,
+		Topology: topology.DefaultOptions(),
+	}
 }
 
 // Validate rejects options the controller cannot run with.
@@ -65,6 +82,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--endpointslice-compaction-slack must not be negative, got %d", o.CompactionSlack)
 	case o.BatchPeriod < 0:
 		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
+	case o.CoalesceQuiet < 0 || o.CoalesceBudget < 0:
+		return fmt.Errorf("--endpoint-updates-quiet-period and --endpoint-updates-max-delay must not be negative, got %s and %s", o.CoalesceQuiet, o.CoalesceBudget)
+	case o.CoalesceBudget > 0 && o.CoalesceQuiet > o.CoalesceBudget:
+		return fmt.Errorf("--endpoint-updates-quiet-period (%s) must not exceed --endpoint-updates-max-delay (%s)", o.CoalesceQuiet, o.CoalesceBudget)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrent-endpointslice-syncs must be at least 1, got %d", o.Concurrency)
 	case !(o.Topology.OverloadThreshold >= 0 && o.Topology.OverloadThreshold <= 10):
@@ -81,8 +102,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	Options  Options
 
-	tracker *sliceTracker
-	totals  serviceTotals
+	tracker  *sliceTracker
+	totals   serviceTotals
+	coalesce *coalescer
 
 	triggerMu sync.Mutex
 	triggers  map[types.NamespacedName]*endpoints.TriggerState
@@ -107,6 +129,7 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		Recorder:   recorder,
 		Options:    opts,
 		tracker:    newSliceTracker(),
+		coalesce:   newCoalescer(opts.CoalesceQuiet, coalesceBudget(opts)),
 		triggers:   map[types.NamespacedName]*endpoints.TriggerState{},
 		hintStates: map[hintKey]string{},
 	}, nil
@@ -132,4 +155,12 @@ func serviceOf(slice *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
 // hasSlices reports whether a Service gets EndpointSlices from this controller at all.
 func hasSlices(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.Selector != nil
+}
+
+// coalesceBudget is the coalescing budget in force: none when a fixed batch period is set.
+func coalesceBudget(o Options) time.Duration {
+	if o.BatchPeriod > 0 {
+		return 0
+	}
+	return o.CoalesceBudget
 }

@@ -78,12 +78,24 @@ var (
 		Name: metricsPrefix + "syncs_total",
 		Help: "Number of EndpointSlice syncs",
 	}, []string{"result"})
+	syncsDeferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricsPrefix + "syncs_deferred_total",
+		Help: "Number of times a Service's sync was woken early and waited for its burst of Pod changes to settle",
+	})
+	syncsUnchanged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricsPrefix + "syncs_unchanged_total",
+		Help: "Number of successful syncs that found every EndpointSlice already as desired and wrote nothing",
+	})
+	podChangesQueued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricsPrefix + "pod_changes_total",
+		Help: "Number of Pod changes that queued a Service sync (one per Service a changed Pod is selected by)",
+	})
 )
 
 func init() {
 	metrics.Registry.MustRegister(endpointsAddedPerSync, endpointsRemovedPerSync, endpointSlicesChangedPerSync,
 		endpointsDesired, numEndpointSlices, desiredEndpointSlices, endpointSliceChanges, endpointSliceSyncs,
-		topologyHintChanges, servicesByTopologyMode, servicesByTrafficDistribution)
+		topologyHintChanges, servicesByTopologyMode, servicesByTrafficDistribution, syncsDeferred, syncsUnchanged, podChangesQueued)
 }
 
 // serviceTotals keeps each Service's contribution to the cluster-wide gauges, so a sync updates

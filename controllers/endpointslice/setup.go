@@ -123,7 +123,8 @@ func (r *Reconciler) sliceDeleted(obj client.Object, q queue) {
 }
 
 // podChanged syncs the Services that select a Pod before or after the change, when the change can
-// matter to an endpoint. With a batch period, bursts of Pod changes fold into one sync.
+// matter to an endpoint. Bursts of Pod changes fold into one sync: by a fixed batch period when one
+// is set, else by coalescing.
 func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Object, q queue) {
 	oldPod, _ := oldObj.(*corev1.Pod)
 	newPod, _ := newObj.(*corev1.Pod)
@@ -156,12 +157,14 @@ func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Objec
 }
 
 func (r *Reconciler) enqueueBatched(q queue, svc types.NamespacedName) {
+	podChangesQueued.Inc()
 	req := reconcile.Request{NamespacedName: svc}
 	if r.Options.BatchPeriod > 0 {
 		q.AddAfter(req, r.Options.BatchPeriod)
 		return
 	}
-	q.Add(req)
+	// AddAfter with no delay adds at once.
+	q.AddAfter(req, r.coalesce.changed(svc, time.Now()))
 }
 
 // podChangeMatters reports whether an update can change the Pod's endpoints or which Services

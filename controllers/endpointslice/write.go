@@ -52,6 +52,9 @@ func (r *Reconciler) report(ctx context.Context, svc *corev1.Service, p *syncPla
 	endpointSlicesChangedPerSync.WithLabelValues(topologyLabel(p.efficiency.mode), p.efficiency.trafficDistribution).
 		Observe(float64(p.writes()))
 	r.totals.set(key, p.efficiency)
+	if p.writes() == 0 {
+		syncsUnchanged.Inc()
+	}
 	if p.writes() > 0 {
 		log.FromContext(ctx).V(1).Info("synced EndpointSlices", "service", key,
 			"created", len(p.create), "updated", len(p.update), "deleted", len(p.delete),
