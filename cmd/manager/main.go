@@ -19,6 +19,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/pkg/version"
@@ -37,7 +38,11 @@ func main() {
 	var leaderElect bool
 	sliceOpts := endpointslice.DefaultOptions()
 	flag.IntVar(&sliceOpts.MaxEndpointsPerSlice, "max-endpoints-per-slice", sliceOpts.MaxEndpointsPerSlice, "most endpoints in one EndpointSlice (1-1000)")
-	flag.DurationVar(&sliceOpts.BatchPeriod, "endpoint-updates-batch-period", sliceOpts.BatchPeriod, "delay before syncing a Service after a Pod change, so bursts make one sync")
+	flag.DurationVar(&sliceOpts.BatchPeriod, "endpoint-updates-batch-period", sliceOpts.BatchPeriod, "fixed delay before syncing a Service after a Pod change, as kube-controller-manager's; above 0 it replaces coalescing")
+	flag.DurationVar(&sliceOpts.CoalesceQuiet, "endpoint-updates-quiet-period", sliceOpts.CoalesceQuiet, "a Pod change after this long without one syncs its Service at once; a burst syncs once it has been quiet this long")
+	flag.DurationVar(&sliceOpts.CoalesceBudget, "endpoint-updates-max-delay", sliceOpts.CoalesceBudget, "longest a Service's Pod change waits for its burst to settle (0 syncs every change at once)")
+	qps := flag.Float64("kube-api-qps", float64(apiclient.DefaultQPS), "requests per second to the member cluster's API server (below 0: no limit)")
+	burst := flag.Int("kube-api-burst", apiclient.DefaultBurst, "burst of requests to the member cluster's API server above --kube-api-qps")
 	flag.IntVar(&sliceOpts.Concurrency, "concurrent-endpointslice-syncs", sliceOpts.Concurrency, "Services synced in parallel")
 	flag.IntVar(&sliceOpts.CompactionSlack, "endpointslice-compaction-slack", sliceOpts.CompactionSlack, "slices a slice set may have above ceil(endpoints/max) before the emptiest are merged away")
 	flag.BoolVar(&sliceOpts.AdoptUpstreamSlices, "adopt-upstream-slices", false, "take over EndpointSlices managed by kube-controller-manager's controller (disable that controller first)")
@@ -77,6 +82,10 @@ func main() {
 	if err != nil {
 		log.Error(err, "unable to load a kubeconfig")
 		os.Exit(1)
+	}
+	if err := apiclient.Throttle(cfg, "member", float32(*qps), *burst); err != nil {
+		log.Error(err, "invalid client flags")
+		os.Exit(2)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,

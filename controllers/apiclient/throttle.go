@@ -1,0 +1,69 @@
+// Package apiclient sets the client-side request limits of the manager's API clients, as
+// kube-controller-manager's --kube-api-qps and --kube-api-burst do, and measures how long requests
+// wait for them: a controller stuck behind its own rate limiter writes late, and that wait is
+// otherwise invisible.
+package apiclient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Defaults for the member cluster's client, chosen from the endpointslice-e2e bench
+// (docs/operations.md): a 1,000-Pod rollout with coalescing writes well under this rate, so the
+// limit only bounds a bulk sync (a restart, a namespace of new Services).
+const (
+	DefaultQPS   float32 = 50
+	DefaultBurst         = 100
+)
+
+var rateLimiterWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "fleetslice_rest_client_rate_limiter_wait_seconds",
+	Help:    "Time requests waited for the client-side rate limiter, by client",
+	Buckets: []float64{0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60},
+}, []string{"client"})
+
+func init() {
+	metrics.Registry.MustRegister(rateLimiterWait)
+}
+
+// Throttle limits cfg's requests to qps per second with bursts of burst, and records each
+// request's wait under the client's name. qps below 0 lifts the limit.
+func Throttle(cfg *rest.Config, client string, qps float32, burst int) error {
+	if qps == 0 || (qps > 0 && burst < 1) {
+		return fmt.Errorf("%s client: qps must be above 0 (or below 0 for no limit) and burst at least 1, got qps %v burst %d", client, qps, burst)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	if qps < 0 {
+		// client-go makes no limiter for a negative QPS.
+		cfg.RateLimiter = nil
+		return nil
+	}
+	cfg.RateLimiter = &measured{RateLimiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst), wait: rateLimiterWait.WithLabelValues(client)}
+	return nil
+}
+
+// measured times every wait of the limiter it wraps.
+type measured struct {
+	flowcontrol.RateLimiter
+	wait prometheus.Observer
+}
+
+func (m *measured) Wait(ctx context.Context) error {
+	start := time.Now()
+	err := m.RateLimiter.Wait(ctx)
+	m.wait.Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (m *measured) Accept() {
+	start := time.Now()
+	m.RateLimiter.Accept()
+	m.wait.Observe(time.Since(start).Seconds())
+}
