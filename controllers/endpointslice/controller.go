@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/coalesce"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
 	"github.com/fleetslice/fleetslice/controllers/topology"
@@ -104,7 +105,7 @@ type Reconciler struct {
 
 	tracker  *sliceTracker
 	totals   serviceTotals
-	coalesce *coalescer
+	coalesce *coalesce.Coalescer
 
 	triggerMu sync.Mutex
 	triggers  map[types.NamespacedName]*endpoints.TriggerState
@@ -129,7 +130,7 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		Recorder:   recorder,
 		Options:    opts,
 		tracker:    newSliceTracker(),
-		coalesce:   newCoalescer(opts.CoalesceQuiet, coalesceBudget(opts)),
+		coalesce:   coalesce.New(opts.CoalesceQuiet, coalesceBudget(opts)),
 		triggers:   map[types.NamespacedName]*endpoints.TriggerState{},
 		hintStates: map[hintKey]string{},
 	}, nil

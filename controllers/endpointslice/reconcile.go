@@ -37,7 +37,7 @@ const unknownNodeRetry = 5 * time.Second
 // slices, Pods and the Nodes, plans every write in one pure step (planSync), and writes the plan.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
 	logger := log.FromContext(ctx)
-	if wait := r.coalesce.hold(req.NamespacedName, time.Now()); wait > 0 {
+	if wait := r.coalesce.Hold(req.NamespacedName, time.Now()); wait > 0 {
 		// Woken before this Service's burst of changes settled; not a sync.
 		syncsDeferred.Inc()
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -170,7 +170,7 @@ func (r *Reconciler) triggerTime(svc *corev1.Service, pods []*corev1.Pod) time.T
 func (r *Reconciler) forget(svc types.NamespacedName) {
 	r.tracker.ForgetService(svc)
 	r.totals.forget(svc)
-	r.coalesce.forget(svc)
+	r.coalesce.Forget(svc)
 	r.forgetHints(svc)
 	r.triggerMu.Lock()
 	delete(r.triggers, svc)

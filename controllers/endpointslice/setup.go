@@ -164,7 +164,7 @@ func (r *Reconciler) enqueueBatched(q queue, svc types.NamespacedName) {
 		return
 	}
 	// AddAfter with no delay adds at once.
-	q.AddAfter(req, r.coalesce.changed(svc, time.Now()))
+	q.AddAfter(req, r.coalesce.Changed(svc, time.Now()))
 }
 
 // podChangeMatters reports whether an update can change the Pod's endpoints or which Services

@@ -1,4 +1,4 @@
-package endpointslice
+package coalesce
 
 import (
 	"encoding/binary"
@@ -49,15 +49,15 @@ func TestCoalescer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCoalescer(quiet, budget)
+			c := New(quiet, budget)
 			start := time.Unix(1000, 0)
 			for i, s := range tc.steps {
 				now := start.Add(time.Duration(s.ms) * time.Millisecond)
 				var got time.Duration
 				if s.sync {
-					got = c.hold(coalesceSvc, now)
+					got = c.Hold(coalesceSvc, now)
 				} else {
-					got = c.changed(coalesceSvc, now)
+					got = c.Changed(coalesceSvc, now)
 				}
 				if want := time.Duration(s.wantMS) * time.Millisecond; got != want {
 					t.Fatalf("step %d (%+v): got %s, want %s", i, s, got, want)
@@ -68,26 +68,15 @@ func TestCoalescer(t *testing.T) {
 }
 
 func TestCoalescerOffWithoutBudget(t *testing.T) {
-	c := newCoalescer(100*time.Millisecond, 0)
+	c := New(100*time.Millisecond, 0)
 	now := time.Unix(1000, 0)
 	for i := range 5 {
-		if d := c.changed(coalesceSvc, now.Add(time.Duration(i)*time.Millisecond)); d != 0 {
+		if d := c.Changed(coalesceSvc, now.Add(time.Duration(i)*time.Millisecond)); d != 0 {
 			t.Fatalf("change %d delayed %s with coalescing off", i, d)
 		}
 	}
-	if d := c.hold(coalesceSvc, now); d != 0 {
+	if d := c.Hold(coalesceSvc, now); d != 0 {
 		t.Fatalf("sync held %s with coalescing off", d)
-	}
-}
-
-func TestCoalesceBudgetIsOffWithABatchPeriod(t *testing.T) {
-	o := DefaultOptions()
-	if coalesceBudget(o) != DefaultCoalesceBudget {
-		t.Fatalf("default budget %s, want %s", coalesceBudget(o), DefaultCoalesceBudget)
-	}
-	o.BatchPeriod = time.Second
-	if coalesceBudget(o) != 0 {
-		t.Fatalf("a batch period should turn coalescing off, budget %s", coalesceBudget(o))
 	}
 }
 
@@ -104,13 +93,13 @@ func FuzzCoalescer(f *testing.F) {
 		}
 		quiet := time.Duration(data[0]) * time.Millisecond
 		budget := quiet + time.Duration(data[1])*time.Millisecond
-		c := newCoalescer(quiet, budget)
+		c := New(quiet, budget)
 		now := time.Unix(1000, 0)
 		var oldest, lastChange time.Time // oldest change not taken by a sync
 		for i := 2; i+1 < len(data); i += 2 {
 			now = now.Add(time.Duration(binary.BigEndian.Uint16(data[i:i+2])%700) * time.Millisecond)
 			if data[i]%3 == 0 {
-				wait := c.hold(coalesceSvc, now)
+				wait := c.Hold(coalesceSvc, now)
 				if !oldest.IsZero() && now.Add(wait).After(latest(now, oldest.Add(budget))) {
 					t.Fatalf("sync held until %s, past the budget of the change at %s", now.Add(wait), oldest)
 				}
@@ -120,7 +109,7 @@ func FuzzCoalescer(f *testing.F) {
 				continue
 			}
 			quietBefore := lastChange.IsZero() || now.Sub(lastChange) >= quiet
-			d := c.changed(coalesceSvc, now)
+			d := c.Changed(coalesceSvc, now)
 			if oldest.IsZero() {
 				oldest = now
 				if quietBefore && d != 0 {

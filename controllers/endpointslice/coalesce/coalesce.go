@@ -1,4 +1,7 @@
-package endpointslice
+// Package coalesce decides when a Service's Pod changes are synced: at once when they come alone,
+// once per burst when they come in bursts. It is pure (the caller passes the time), so the
+// EndpointSlice reconciler and the in-process bench drive the same decisions.
+package coalesce
 
 import (
 	"sync"
@@ -7,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// coalescer decides when a Service's Pod changes are synced, so that a Service under churn (a
+// Coalescer decides when a Service's Pod changes are synced, so that a Service under churn (a
 // rollout, a scale-up) gets one write per burst instead of one per Pod event, while a lone change
 // is written at once:
 //   - a change that follows a quiet spell of at least quiet is synced immediately;
@@ -19,8 +22,8 @@ import (
 // kube-controller-manager's controller with its default batch period of 0).
 //
 // The workqueue keeps the earliest of several delays for one key, so a sync can be woken before
-// its window closes; Reconcile asks hold first and waits out the rest.
-type coalescer struct {
+// its window closes; the reconciler asks Hold first and waits out the rest.
+type Coalescer struct {
 	quiet, budget time.Duration
 
 	mu    sync.Mutex
@@ -37,16 +40,17 @@ type churn struct {
 	lone bool
 }
 
-func newCoalescer(quiet, budget time.Duration) *coalescer {
-	return &coalescer{quiet: quiet, budget: budget, state: map[types.NamespacedName]*churn{}}
+// New returns a Coalescer with a quiet period and a budget; budget 0 turns coalescing off.
+func New(quiet, budget time.Duration) *Coalescer {
+	return &Coalescer{quiet: quiet, budget: budget, state: map[types.NamespacedName]*churn{}}
 }
 
-// enabled reports whether changes are coalesced at all.
-func (c *coalescer) enabled() bool { return c.budget > 0 }
+// Enabled reports whether changes are coalesced at all.
+func (c *Coalescer) Enabled() bool { return c.budget > 0 }
 
-// changed records a change of svc at now and returns how long to wait before syncing it.
-func (c *coalescer) changed(svc types.NamespacedName, now time.Time) time.Duration {
-	if !c.enabled() {
+// Changed records a change of svc at now and returns how long to wait before syncing it.
+func (c *Coalescer) Changed(svc types.NamespacedName, now time.Time) time.Duration {
+	if !c.Enabled() {
 		return 0
 	}
 	c.mu.Lock()
@@ -66,7 +70,7 @@ func (c *coalescer) changed(svc types.NamespacedName, now time.Time) time.Durati
 }
 
 // due is when a Service's pending changes should be synced.
-func (c *coalescer) due(s *churn) time.Time {
+func (c *Coalescer) due(s *churn) time.Time {
 	if s.lone {
 		return s.first
 	}
@@ -77,10 +81,10 @@ func (c *coalescer) due(s *churn) time.Time {
 	return settled
 }
 
-// hold is asked when a sync of svc is about to run at now. It returns how long the sync should
+// Hold is asked when a sync of svc is about to run at now. It returns how long the sync should
 // still wait for its window to close; when that is 0, the pending changes are taken by this sync.
-func (c *coalescer) hold(svc types.NamespacedName, now time.Time) time.Duration {
-	if !c.enabled() {
+func (c *Coalescer) Hold(svc types.NamespacedName, now time.Time) time.Duration {
+	if !c.Enabled() {
 		return 0
 	}
 	c.mu.Lock()
@@ -96,8 +100,8 @@ func (c *coalescer) hold(svc types.NamespacedName, now time.Time) time.Duration 
 	return 0
 }
 
-// forget drops a deleted Service's state.
-func (c *coalescer) forget(svc types.NamespacedName) {
+// Forget drops a deleted Service's state.
+func (c *Coalescer) Forget(svc types.NamespacedName) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.state, svc)
