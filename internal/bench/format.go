@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"time"
 )
 
 // Count formats an integer with thousands separators, as the tables print counts.
@@ -62,4 +64,14 @@ func Micros(us float64) string {
 		return fmt.Sprintf("%.2f ms", us/1000)
 	}
 	return fmt.Sprintf("%.1f µs", us)
+}
+
+// Quantile returns the q-quantile (0..1) of ds by the nearest rank, or 0 when there are none.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[max(0, min(len(s)-1, int(q*float64(len(s))+0.999999)-1))]
 }

@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 )
 
 // Size scales every scenario.
@@ -57,6 +59,10 @@ func Scenarios() []Scenario {
 		{Name: "rolling-update", run: playRollingUpdate, Plot: true, Describe: func(s Size) string {
 			return fmt.Sprintf("%s Pods rolled to a new revision, maxSurge 25%%, maxUnavailable 0; new Pods not ready then ready, old ones terminating then gone; a sync per %d Pod changes",
 				count(s.Endpoints), s.Batch)
+		}},
+		{Name: "rolling-update-streaming", run: playRollingUpdateStreaming, Describe: func(s Size) string {
+			return fmt.Sprintf("as rolling-update over %s Pods, changes spread over each second, and syncs as fast as the events come, as both controllers at batch period 0: upstream after every change, fleetslice when its coalescing says (%s quiet, %s at most)",
+				count(streamingSize(s).Endpoints), endpointslice.DefaultCoalesceQuiet, endpointslice.DefaultCoalesceBudget)
 		}},
 		{Name: "scale", run: playScale, Describe: func(s Size) string {
 			return fmt.Sprintf("scaled %s -> %s -> %s, random Pods removed; a sync per %d Pod changes",
@@ -151,12 +157,31 @@ func stopPod(w *world, tl *timeline, rng *rand.Rand, r *podRecord) {
 // picked at random as a ReplicaSet scale-down effectively does, is terminated whenever more
 // than n Pods are available.
 func playRollingUpdate(w *world, sz Size, rng *rand.Rand) {
-	n := sz.Endpoints
 	old := steadyState(w, sz, true, false)
 	w.startMeasuring(sz.Batch)
+	rollOut(w, sz, rng, old, &timeline{})
+}
+
+// playRollingUpdateStreaming is the rolling update with every change at its own millisecond and
+// the syncs as fast as the events come.
+func playRollingUpdateStreaming(w *world, sz Size, rng *rand.Rand) {
+	sz = streamingSize(sz)
+	old := steadyState(w, sz, true, false)
+	w.startStreaming()
+	rollOut(w, sz, rng, old, &timeline{jitter: rng})
+}
+
+// streamingSize is a tenth of the other scenarios' Pods: a sync per change costs upstream a full
+// sync of the Service each time, and at 10,000 endpoints that would take hours.
+func streamingSize(sz Size) Size {
+	sz.Endpoints = max(50, sz.Endpoints/10)
+	return sz
+}
+
+func rollOut(w *world, sz Size, rng *rand.Rand, old []*podRecord, tl *timeline) {
+	n := sz.Endpoints
 	surge := (n*25 + 99) / 100
 	available, live, created := n, n, 0
-	var tl timeline
 	var deployment func()
 	deployment = func() {
 		for progressed := true; progressed; {
@@ -165,7 +190,7 @@ func playRollingUpdate(w *world, sz Size, rng *rand.Rand) {
 				created++
 				live++
 				progressed = true
-				startPod(w, &tl, rng, 1, func() { available++; deployment() })
+				startPod(w, tl, rng, 1, func() { available++; deployment() })
 			}
 			for len(old) > 0 && available > n {
 				i := rng.IntN(len(old))
@@ -175,12 +200,14 @@ func playRollingUpdate(w *world, sz Size, rng *rand.Rand) {
 				available--
 				live--
 				progressed = true
-				stopPod(w, &tl, rng, r)
+				stopPod(w, tl, rng, r)
 			}
 		}
 	}
 	deployment()
 	tl.run(w)
+	// Streaming, the last burst's sync is still due.
+	w.advance(w.clock.Add(time.Hour))
 	w.flush()
 }
 
@@ -248,6 +275,9 @@ type timeline struct {
 	seq   int
 	now   time.Duration
 	queue plannedQueue
+	// jitter, when set, moves every planned change by up to a second, so changes do not come
+	// in whole-second bursts.
+	jitter *rand.Rand
 }
 
 type planned struct {
@@ -258,6 +288,9 @@ type planned struct {
 
 func (t *timeline) after(d time.Duration, do func()) {
 	t.seq++
+	if t.jitter != nil {
+		d += time.Duration(t.jitter.IntN(1000)) * time.Millisecond
+	}
 	heap.Push(&t.queue, planned{at: t.now + d, seq: t.seq, do: do})
 }
 

@@ -3,6 +3,8 @@ package slicediff
 import (
 	"context"
 	"testing"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 )
 
 // tinySize keeps the shape of the scenarios at a size plain `go test` runs in seconds.
@@ -11,13 +13,16 @@ func tinySize() Size {
 }
 
 func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
-	sz := tinySize()
-	ideal := (sz.Endpoints + maxPerSlice - 1) / maxPerSlice
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
+			sz := tinySize()
+			if sc.Name == "rolling-update-streaming" {
+				sz = streamingSize(sz)
+			}
+			ideal := (sz.Endpoints + maxPerSlice - 1) / maxPerSlice
 			var sides []SideResult
 			for _, name := range []string{Upstream, Fleetslice} {
-				res, err := RunScenario(context.Background(), sc, sz, name)
+				res, err := RunScenario(context.Background(), sc, tinySize(), name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -33,7 +38,8 @@ func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
 				sides = append(sides, res)
 			}
 			up, ours := sides[0], sides[1]
-			if up.Events != ours.Events || up.Syncs != ours.Syncs {
+			streaming := len(ours.Delays) > 0
+			if up.Events != ours.Events || (!streaming && up.Syncs != ours.Syncs) {
 				t.Errorf("unequal streams: upstream %d events in %d syncs, fleetslice %d in %d", up.Events, up.Syncs, ours.Events, ours.Syncs)
 			}
 			if ours.FinalSlices > ideal+1 || ours.MaxExcessSlices > 1 {
@@ -49,6 +55,42 @@ func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
 				t.Errorf("a side wrote nothing: upstream %+v, fleetslice %+v", up.Writes, ours.Writes)
 			}
 		})
+	}
+}
+
+// TestStreamingCoalescesWithinTheBudget holds the streaming scenario to what coalescing promises:
+// fewer syncs and writes than upstream's sync per change, and no change waiting past the budget.
+func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
+	var sc Scenario
+	for _, s := range Scenarios() {
+		if s.Name == "rolling-update-streaming" {
+			sc = s
+		}
+	}
+	// 200 Pods: enough changes a second for bursts to form, as in a real rollout.
+	sz := tinySize()
+	sz.Endpoints = 2000
+	up, err := RunScenario(context.Background(), sc, sz, Upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := RunScenario(context.Background(), sc, sz, Fleetslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.Syncs != up.Events {
+		t.Errorf("upstream synced %d times for %d changes, want one sync per change", up.Syncs, up.Events)
+	}
+	if ours.Syncs >= up.Syncs/2 || float64(ours.Writes.Total()) > 0.8*float64(up.Writes.Total()) {
+		t.Errorf("fleetslice %d syncs and %d writes against upstream's %d and %d", ours.Syncs, ours.Writes.Total(), up.Syncs, up.Writes.Total())
+	}
+	if len(ours.Delays) != ours.Events {
+		t.Fatalf("%d delays for %d changes", len(ours.Delays), ours.Events)
+	}
+	for _, d := range ours.Delays {
+		if d < 0 || d > endpointslice.DefaultCoalesceBudget {
+			t.Fatalf("a change waited %s, outside 0..%s", d, endpointslice.DefaultCoalesceBudget)
+		}
 	}
 }
 

@@ -37,6 +37,8 @@ type SideResult struct {
 	// allocations they made.
 	CPU                time.Duration
 	Allocs, AllocBytes uint64
+	// Delays are, streaming, how long each change waited for the sync that took it in.
+	Delays []time.Duration
 	// Series has one Point per sync, for the scenarios that plot.
 	Series []Point
 	// Failures are broken invariants, at most one per kind, with the sync they appeared in.
@@ -52,8 +54,10 @@ type world struct {
 	nodes      int
 	clock      time.Time
 
-	// batch is how many changes make one sync; 0 syncs only when the scenario says so.
+	// batch is how many changes make one sync; 0 syncs only when the scenario says so (or,
+	// streaming, when the controller's own coalescing says so).
 	batch     int
+	streaming streaming
 	measuring bool
 	series    bool
 	pending   int
@@ -84,8 +88,10 @@ func newWorld(ctx context.Context, name string, nodes int) (*world, error) {
 	return w, nil
 }
 
-// advance moves the scenario's clock, which stamps readiness transitions and deletions.
+// advance moves the scenario's clock, which stamps readiness transitions and deletions; streaming,
+// the syncs due before then run first, at their own times.
 func (w *world) advance(to time.Time) {
+	w.streaming.runDue(w, to)
 	if to.After(w.clock) {
 		w.clock = to
 		w.store.now = to
@@ -95,6 +101,10 @@ func (w *world) advance(to time.Time) {
 func (w *world) changed() {
 	w.result.Events++
 	w.pending++
+	if w.streaming.on {
+		w.streaming.changed(w)
+		return
+	}
 	if w.batch > 0 && w.pending >= w.batch {
 		w.sync()
 	}
@@ -163,6 +173,7 @@ func (w *world) startMeasuring(batch int) {
 
 func (w *world) sync() {
 	w.pending = 0
+	w.streaming.synced(w.clock)
 	if err := w.ctx.Err(); err != nil {
 		w.fail("sync", err.Error())
 		return
@@ -292,5 +303,6 @@ func RunScenario(ctx context.Context, sc Scenario, sz Size, controllerName strin
 		return SideResult{}, err
 	}
 	w.result.Writes = w.store.writes
+	w.result.Delays = w.streaming.delays
 	return w.result, nil
 }
