@@ -26,66 +26,44 @@ import (
 	"github.com/fleetslice/fleetslice/internal/localset"
 )
 
-// Side is one controller's run of the rollout.
-type Side struct {
-	Controller string
-	Cluster    string
+// Phase is one measured step of one side: the first creation of the Deployment, a rollout, or a
+// scale-up.
+type Phase struct {
 	// Writes counts EndpointSlice API writes by verb (create, update, patch, delete) during the
-	// rollout only.
+	// phase, as the side's API server counted them.
 	Writes map[string]int
-	// SetupWrites counts them while the Deployment first came up.
-	SetupWrites map[string]int
 	// PeakSlices and FinalSlices count the Service's slices.
 	PeakSlices, FinalSlices int
-	// Converged is the time from changing the template to every new Pod listed ready exactly once.
+	// Converged is the time from the change until every Pod is listed ready exactly once.
 	Converged time.Duration
-	// Timeline samples the rollout's cumulative writes every TimelineStep.
+	// Latency holds the phase's network programming latencies.
+	Latency Latencies
+	// Stats are the controller's own counters over the phase.
+	Stats ControllerStats
+	// Timeline samples the phase's cumulative writes every TimelineStep.
 	Timeline []WritePoint
 }
 
-// WritePoint is the number of EndpointSlice writes made in the first At of the rollout.
+// Side is one controller's cluster and what was measured there.
+type Side struct {
+	Controller string
+	Cluster    string
+	stats      statsSource
+	// Setup is the Deployment's first creation, Rollouts each rollout in order, ScaleUp the scale
+	// to the memory size (nil until Scale ran).
+	Setup    Phase
+	Rollouts []Phase
+	ScaleUp  *Phase
+}
+
+// WritePoint is the number of EndpointSlice writes made in the first At of a phase.
 type WritePoint struct {
 	At     time.Duration
 	Writes int
 }
 
-// TimelineStep is how often the rollout's writes are sampled for Side.Timeline.
+// TimelineStep is how often a phase's writes are sampled for Phase.Timeline.
 const TimelineStep = 500 * time.Millisecond
-
-// Scale scales the rollout's Deployment to pods in every given side's cluster at once and waits
-// until each Service lists every ready Pod exactly once; memory figures are read after it.
-func Scale(ctx context.Context, cs *localset.ClusterSet, sides []Side, pods int, opts Options) error {
-	errs := make(chan error, len(sides))
-	for _, side := range sides {
-		go func() {
-			errs <- scaleSide(ctx, cs, side.Cluster, pods, opts)
-		}()
-	}
-	var first error
-	for range sides {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-func scaleSide(ctx context.Context, cs *localset.ClusterSet, cluster string, pods int, opts Options) error {
-	c, err := cs.Client(cluster)
-	if err != nil {
-		return err
-	}
-	deploy := rolloutDeployment("bench-rollout", int32(pods))
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods))
-	if err := c.Patch(ctx, deploy, patch); err != nil {
-		return fmt.Errorf("scaling in %s: %w", cluster, err)
-	}
-	opts.Pods = pods
-	if _, err := waitSettled(ctx, c, deploy, opts, nil); err != nil {
-		return fmt.Errorf("waiting for %d ready endpoints in %s: %w", pods, cluster, err)
-	}
-	return nil
-}
 
 // Options size the rollout.
 type Options struct {
@@ -94,70 +72,89 @@ type Options struct {
 	Log     io.Writer
 }
 
-// Rollout runs the same Deployment rollout in two members of cs and measures each. The first
-// member must run fleetslice, the second kube-controller-manager's own EndpointSlice controller.
-func Rollout(ctx context.Context, cs *localset.ClusterSet, opts Options) ([]Side, error) {
+// NewSides names the two sides of a comparison: fleetslice in the first member (its manager serving
+// metrics at managerMetrics), kube-controller-manager's own controller in the second.
+func NewSides(cs *localset.ClusterSet, managerMetrics string) ([]Side, error) {
 	if len(cs.Members) < 2 {
 		return nil, fmt.Errorf("need two members, have %v", cs.Members)
 	}
-	sides := []Side{
-		{Controller: "fleetslice", Cluster: cs.Members[0]},
-		{Controller: "kube-controller-manager", Cluster: cs.Members[1]},
+	pid, err := ControllerManagerPID(cs, cs.Members[1])
+	if err != nil {
+		return nil, err
 	}
-	// Setting up is measured only by its writes, which each side's own API server counts, so
-	// both sides set up at once; the rollouts, which are timed, run one after the other.
-	baselines := make([]map[string]int, len(sides))
+	kcm, err := controllerManagerMetricsURL(pid)
+	if err != nil {
+		return nil, err
+	}
+	return []Side{
+		{Controller: "fleetslice", Cluster: cs.Members[0], stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
+		{Controller: "kube-controller-manager", Cluster: cs.Members[1], stats: statsSource{url: kcm, query: upstreamStats}},
+	}, nil
+}
+
+// SetUp creates the Service and its Deployment of opts.Pods replicas on every side at once and
+// measures each until every endpoint is ready. Its timing is not compared (the sides compete for
+// the machine), its writes and latencies are.
+func SetUp(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options) error {
 	errs := make([]error, len(sides))
 	var wg sync.WaitGroup
 	for i := range sides {
 		wg.Go(func() {
-			if baselines[i], errs[i] = setUpSide(ctx, cs, &sides[i], opts); errs[i] != nil {
-				errs[i] = fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, errs[i])
-			}
+			sides[i].Setup, errs[i] = measure(ctx, cs, &sides[i], opts, "creating the Deployment", func(c client.Client) error {
+				return createWorkload(ctx, c, opts.Pods)
+			})
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return sides, err
-	}
+	return errors.Join(errs...)
+}
+
+// RollOut rolls every side's Deployment to a new template, one side after the other, and appends
+// the measured phase to each side's Rollouts.
+func RollOut(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options) error {
 	for i := range sides {
-		if err := rollOutSide(ctx, cs, &sides[i], baselines[i], opts); err != nil {
-			return sides, fmt.Errorf("%s in %s: %w", sides[i].Controller, sides[i].Cluster, err)
+		phase, err := measure(ctx, cs, &sides[i], opts, "rolling out a new template", func(c client.Client) error {
+			deploy := rolloutDeployment(workloadNamespace, int32(opts.Pods))
+			if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+				return err
+			}
+			deploy.Spec.Template.Annotations = map[string]string{"fleetslice.io/rollout": time.Now().Format(time.RFC3339Nano)}
+			return c.Update(ctx, deploy)
+		})
+		if err != nil {
+			return err
 		}
+		sides[i].Rollouts = append(sides[i].Rollouts, phase)
 	}
-	return sides, nil
+	return nil
 }
 
-// sideClients are one side's client, REST configuration and log.
-func sideClients(cs *localset.ClusterSet, side *Side, opts Options) (client.Client, *rest.Config, func(string, ...any), error) {
-	c, err := cs.Client(side.Cluster)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cfg, err := cs.RESTConfig(side.Cluster)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	logf := func(format string, args ...any) {
-		if opts.Log != nil {
-			fmt.Fprintf(opts.Log, "[%s] "+format+"\n", append([]any{side.Controller}, args...)...)
+// Scale scales every side's Deployment to pods, one side after the other, and records the phase
+// as ScaleUp; memory figures are read after it.
+func Scale(ctx context.Context, cs *localset.ClusterSet, sides []Side, pods int, opts Options) error {
+	for i := range sides {
+		phase, err := measure(ctx, cs, &sides[i], Options{Pods: pods, Timeout: opts.Timeout, Log: opts.Log},
+			fmt.Sprintf("scaling to %d Pods", pods), func(c client.Client) error {
+				deploy := rolloutDeployment(workloadNamespace, int32(pods))
+				return c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods)))
+			})
+		if err != nil {
+			return err
 		}
+		sides[i].ScaleUp = &phase
 	}
-	return c, cfg, logf, nil
+	return nil
 }
 
-// setUpSide creates the Service and its Deployment, waits for every endpoint to be ready, and
-// returns the EndpointSlice write counters then.
-func setUpSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options) (map[string]int, error) {
-	c, cfg, logf, err := sideClients(cs, side, opts)
-	if err != nil {
-		return nil, err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-rollout"}}
+const workloadNamespace = "bench-rollout"
+
+// createWorkload creates the namespace, the Service and its Deployment.
+func createWorkload(ctx context.Context, c client.Client, pods int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNamespace}}
 	if err := c.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-		return nil, err
+		return err
 	}
-	deploy := rolloutDeployment(ns.Name, int32(opts.Pods))
+	deploy := rolloutDeployment(ns.Name, int32(pods))
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: deploy.Name},
 		Spec: corev1.ServiceSpec{
@@ -165,60 +162,71 @@ func setUpSide(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Op
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
 		},
 	}
-	before, err := endpointSliceWrites(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
 	if err := c.Create(ctx, svc); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.Create(ctx, deploy); err != nil {
-		return nil, err
-	}
-	logf("waiting for %d ready endpoints", opts.Pods)
-	if _, err := waitSettled(ctx, c, deploy, opts, nil); err != nil {
-		return nil, err
-	}
-	afterSetup, err := endpointSliceWrites(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	side.SetupWrites = diff(afterSetup, before)
-	return afterSetup, nil
+	return c.Create(ctx, deploy)
 }
 
-// rollOutSide rolls the Deployment to a new template and measures the EndpointSlice writes
-// since afterSetup, over time and in all, until the Service has settled again.
-func rollOutSide(ctx context.Context, cs *localset.ClusterSet, side *Side, afterSetup map[string]int, opts Options) error {
-	c, cfg, logf, err := sideClients(cs, side, opts)
+// measure runs act on a side and measures until its Service has settled at opts.Pods endpoints:
+// writes (from the API server), the write timeline, latencies (from a slice watch) and the
+// controller's own counters.
+func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options, what string, act func(client.Client) error) (Phase, error) {
+	var p Phase
+	fail := func(err error) (Phase, error) {
+		return p, fmt.Errorf("%s in %s, %s: %w", side.Controller, side.Cluster, what, err)
+	}
+	c, err := cs.Client(side.Cluster)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	deploy := rolloutDeployment("bench-rollout", int32(opts.Pods))
-	logf("rolling out a new template")
-	if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
-		return err
+	cfg, err := cs.RESTConfig(side.Cluster)
+	if err != nil {
+		return fail(err)
 	}
-	deploy.Spec.Template.Annotations = map[string]string{"fleetslice.io/rollout": time.Now().Format(time.RFC3339Nano)}
+	before, err := endpointSliceWrites(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	statsBefore, err := side.stats.read(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	stopWatch, err := watchLatencies(ctx, cfg, workloadNamespace, "rollout")
+	if err != nil {
+		return fail(err)
+	}
+	if opts.Log != nil {
+		fmt.Fprintf(opts.Log, "[%s] %s\n", side.Controller, what)
+	}
 	start := time.Now()
-	if err := c.Update(ctx, deploy); err != nil {
-		return err
+	if err := act(c); err != nil {
+		_, _ = stopWatch()
+		return fail(err)
 	}
-	sampled := sampleWrites(ctx, cfg, afterSetup, start)
-	final, err := waitSettled(ctx, c, deploy, opts, &side.PeakSlices)
-	side.Timeline = sampled()
+	sampled := sampleWrites(ctx, cfg, before, start)
+	final, err := waitSettled(ctx, c, rolloutDeployment(workloadNamespace, int32(opts.Pods)), opts, &p.PeakSlices)
+	p.Converged = time.Since(start)
+	p.Timeline = sampled()
+	latencies, watchErr := stopWatch()
+	if err = errors.Join(err, watchErr); err != nil {
+		return fail(err)
+	}
+	p.FinalSlices, p.Latency = final, latencies
+	after, err := endpointSliceWrites(ctx, cfg)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	side.Converged = time.Since(start)
-	side.FinalSlices = final
-	afterRollout, err := endpointSliceWrites(ctx, cfg)
+	statsAfter, err := side.stats.read(ctx)
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	side.Writes = diff(afterRollout, afterSetup)
-	logf("converged in %s with %d slices; writes %v", side.Converged.Round(time.Millisecond), final, side.Writes)
-	return nil
+	p.Writes, p.Stats = diff(after, before), statsAfter.Sub(statsBefore)
+	if opts.Log != nil {
+		fmt.Fprintf(opts.Log, "[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v\n", side.Controller,
+			p.Converged.Round(time.Millisecond), final, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
+	}
+	return p, nil
 }
 
 // sampleWrites polls the API server's EndpointSlice write counters every TimelineStep from start
@@ -319,7 +327,7 @@ func rolloutDeployment(ns string, replicas int32) *appsv1.Deployment {
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
 					MaxSurge:       ptr.To(intstr.FromString("25%")),
-					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxUnavailable: ptr.To(intstr.FromString("25%")),
 				},
 			},
 			Template: corev1.PodTemplateSpec{

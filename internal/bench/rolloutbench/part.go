@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,13 +31,57 @@ var (
 
 type partOptions struct {
 	pods, memoryPods, nodes int
-	batch                   time.Duration
+	runs                    int
+	only                    []int
 	timeout                 time.Duration
+}
+
+// setting is one way of running both controllers: a ClusterSet of its own, the Deployment created,
+// rolled out runs times, and (in the headline setting only) scaled up for memory.
+type setting struct {
+	name string
+	// unlimitedCluster lifts the client-side rate limits of the cluster's own components
+	// (kube-controller-manager with its EndpointSlice controller, the scheduler); otherwise every
+	// component runs at its default limits, as in a real cluster. fleetslice's manager always
+	// runs at its own defaults.
+	unlimitedCluster bool
+	// batch is the endpoint updates batch period given to both controllers; 0 is both defaults.
+	batch time.Duration
+	// headline settings are both controllers at their defaults; the part's invariants hold there.
+	headline, scale bool
+}
+
+// chooseSettings picks settings by their 1-based numbers; none given is every one (the first with
+// quick).
+func chooseSettings(quick bool, only []int) ([]setting, error) {
+	all := settings()
+	if len(only) == 0 {
+		if quick {
+			return all[:1], nil
+		}
+		return all, nil
+	}
+	var out []setting
+	for _, n := range only {
+		if n < 1 || n > len(all) {
+			return nil, fmt.Errorf("--endpointslice-e2e-settings: no setting %d (1..%d)", n, len(all))
+		}
+		out = append(out, all[n-1])
+	}
+	return out, nil
+}
+
+func settings() []setting {
+	return []setting{
+		{name: "defaults: every component at its default client limits, batch period 0", headline: true, scale: true},
+		{name: "defaults, the cluster's own components without client limits", unlimitedCluster: true, headline: true},
+		{name: "tuned: both controllers with a 1 s batch period, no client limits on the cluster's components", unlimitedCluster: true, batch: time.Second},
+	}
 }
 
 // Part is the `endpointslice-e2e` benchmark.
 func Part() bench.Part {
-	o := &partOptions{batch: time.Second}
+	o := &partOptions{}
 	return bench.Part{
 		Name:  "endpointslice-e2e",
 		Title: "EndpointSlice controller on a local ClusterSet: fleetslice beside kube-controller-manager",
@@ -47,8 +92,8 @@ func Part() bench.Part {
 				fmt.Sprintf("endpointslice-e2e part: replicas the memory is read at (default %d, %d with --quick)", fullSizes.memoryPods, quickSizes.memoryPods))
 			fs.IntVar(&o.nodes, "endpointslice-e2e-nodes", 0,
 				fmt.Sprintf("endpointslice-e2e part: simulated Nodes per cluster, 250 Pods each (default %d, %d with --quick)", fullSizes.nodes, quickSizes.nodes))
-			fs.DurationVar(&o.batch, "endpointslice-e2e-batch-period", o.batch,
-				"endpointslice-e2e part: endpoint updates batch period given to both controllers")
+			fs.IntVar(&o.runs, "endpointslice-e2e-runs", 0, "endpointslice-e2e part: rollouts per setting (default 3, 1 with --quick)")
+			fs.IntSliceVar(&o.only, "endpointslice-e2e-settings", nil, "endpointslice-e2e part: run only these settings, by number (1 defaults at real-cluster limits, 2 defaults without the cluster's limits, 3 batch period 1 s; default all, 1 with --quick)")
 			fs.DurationVar(&o.timeout, "endpointslice-e2e-timeout", 0, "endpointslice-e2e part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
@@ -78,7 +123,7 @@ func (o *partOptions) sizes(quick bool) (sizes, error) {
 	return s, nil
 }
 
-func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Report, err error) {
+func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
 	sz, err := o.sizes(env.Quick)
 	if err != nil {
 		return nil, err
@@ -87,33 +132,68 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Rep
 	if _, err := os.Stat(manager); err != nil {
 		return nil, fmt.Errorf("the manager binary is needed (make build): %w", err)
 	}
+	runs := o.runs
+	if runs <= 0 {
+		runs = 3
+		if env.Quick {
+			runs = 1
+		}
+	}
+	chosen, err := chooseSettings(env.Quick, o.only)
+	if err != nil {
+		return nil, err
+	}
+	var results []settingResult
+	for _, st := range chosen {
+		res, err := o.runSetting(ctx, env, sz, st, runs, manager)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.name, err)
+		}
+		results = append(results, res)
+	}
+	return buildReport(env, sz, results)
+}
+
+// settingResult is what one setting measured.
+type settingResult struct {
+	setting
+	sides []e2ebench.Side
+	mem   *memory
+}
+
+func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, st setting, runs int, manager string) (res settingResult, err error) {
+	res.setting = st
 	workdir, err := os.MkdirTemp("", "fleetslice-bench-rollout-")
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer os.RemoveAll(workdir)
-
 	kcmArgs := map[string]string{}
-	if o.batch > 0 {
-		kcmArgs["endpointslice-updates-batch-period"] = o.batch.String()
+	managerArgs := []string{}
+	if st.batch > 0 {
+		kcmArgs["endpointslice-updates-batch-period"] = st.batch.String()
+		managerArgs = append(managerArgs, "--endpoint-updates-batch-period", st.batch.String())
 	}
-	env.Logf("endpointslice-e2e: bringing up 2 clusters of %d Nodes", sz.nodes)
+	env.Logf("endpointslice-e2e: %s: bringing up 2 clusters of %d Nodes", st.name, sz.nodes)
 	cs, err := localset.Up(ctx, localset.Options{
 		Workdir: workdir, Clusters: 2, NodesPerCluster: sz.nodes, ControllerManagerArgs: kcmArgs,
-		UpstreamEndpointSlices: []string{localset.MemberName(2)}, DisableQPSLimits: true, NoBroker: true, Log: env.Log,
+		UpstreamEndpointSlices: []string{localset.MemberName(2)}, DisableQPSLimits: st.unlimitedCluster, NoBroker: true, Log: env.Log,
 	})
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer func() {
 		err = errors.Join(err, localset.Down(context.WithoutCancel(ctx), cs.Workdir, env.Log))
 	}()
-	proc, err := cs.StartProcess("manager-"+cs.Members[0], manager,
-		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(cs.Members[0]),
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--endpoint-updates-batch-period", o.batch.String())
+	metricsAddr, err := freeLoopbackAddress()
 	if err != nil {
-		return nil, err
+		return res, err
+	}
+	proc, err := cs.StartProcess("manager-"+cs.Members[0], manager, append([]string{
+		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(cs.Members[0]),
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0"}, managerArgs...)...)
+	if err != nil {
+		return res, err
 	}
 	defer func() {
 		if err != nil {
@@ -121,17 +201,34 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Rep
 		}
 		err = errors.Join(err, proc.Stop(10*time.Second))
 	}()
-
+	if res.sides, err = e2ebench.NewSides(cs, "http://"+metricsAddr+"/metrics"); err != nil {
+		return res, err
+	}
 	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}
-	sides, err := e2ebench.Rollout(ctx, cs, opts)
-	if err != nil {
-		return nil, err
+	if err := e2ebench.SetUp(ctx, cs, res.sides, opts); err != nil {
+		return res, err
 	}
-	mem, err := measureMemory(ctx, cs, sides, proc.PID(), sz.memoryPods, opts)
-	if err != nil {
-		return nil, err
+	for run := 1; run <= runs; run++ {
+		env.Logf("endpointslice-e2e: %s: rollout %d of %d", st.name, run, runs)
+		if err := e2ebench.RollOut(ctx, cs, res.sides, opts); err != nil {
+			return res, err
+		}
 	}
-	return buildReport(env, sz, o.batch, sides, mem)
+	if st.scale {
+		res.mem, err = measureMemory(ctx, cs, res.sides, proc.PID(), sz.memoryPods, opts)
+	}
+	return res, err
+}
+
+// freeLoopbackAddress returns a loopback address with a port free right now, for the manager's
+// metrics endpoint.
+func freeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // memory is each process's resident set after the rollout and at the larger scale.

@@ -1,0 +1,105 @@
+package e2ebench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetslice/fleetslice/internal/bench"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+)
+
+// triggerTimeAnnotation is the annotation both controllers stamp on the slices a sync writes: the
+// time of the oldest Pod or Service change that sync took in.
+const triggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
+
+// Latencies are one side's network programming latencies as upstream defines them for the
+// controller: from a slice's last-change-trigger-time to the write, one sample per slice and
+// trigger time, seen through a watch started before the phase.
+type Latencies []time.Duration
+
+// Quantile returns the q-quantile (0..1) by the nearest rank, or 0 with no samples.
+func (l Latencies) Quantile(q float64) time.Duration { return bench.Quantile(l, q) }
+
+// watchLatencies watches a Service's EndpointSlices from now on and records a latency for each
+// write that brings a slice a trigger time it did not carry before. The returned function stops the
+// watch and returns the samples. Pod trigger times have the API's whole-second resolution, so every
+// sample carries up to a second of rounding, for both controllers alike.
+func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (func() (Latencies, error), error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	sel := discoveryv1.LabelServiceName + "=" + service
+	list, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("listing slices before watching them: %w", err)
+	}
+	seen := map[string]string{}
+	for _, s := range list.Items {
+		seen[s.Name] = s.Annotations[triggerTimeAnnotation]
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	// A busy API server closes watches now and then; the retry watcher resumes from the last
+	// resource version it saw, so no write is missed.
+	w, err := watchtools.NewRetryWatcherWithContext(wctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = sel
+			return cs.DiscoveryV1().EndpointSlices(ns).Watch(ctx, opts)
+		},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watching slices: %w", err)
+	}
+	var (
+		mu      sync.Mutex
+		samples Latencies
+		failure error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			if ev.Type == watch.Error && wctx.Err() == nil {
+				mu.Lock()
+				failure = fmt.Errorf("slice watch: %v", ev.Object)
+				mu.Unlock()
+				return
+			}
+			s, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+				continue
+			}
+			stamp := s.Annotations[triggerTimeAnnotation]
+			if stamp == "" || seen[s.Name] == stamp {
+				continue
+			}
+			seen[s.Name] = stamp
+			trigger, err := time.Parse(time.RFC3339Nano, stamp)
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			samples = append(samples, at.Sub(trigger))
+			mu.Unlock()
+		}
+	}()
+	return func() (Latencies, error) {
+		cancel()
+		w.Stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return samples, failure
+	}, nil
+}
