@@ -83,16 +83,21 @@ func (l Load) Run(ctx context.Context) (*LoadResult, error) {
 	}
 	wg.Wait()
 	total := &LoadResult{Elapsed: time.Since(start)}
-	for _, p := range parts {
-		total.Latencies = append(total.Latencies, p.Latencies...)
-		total.Sent += p.Sent
-		total.Wrong += p.Wrong
-		total.Lost += p.Lost
-		if total.FirstWrong == "" {
-			total.FirstWrong = p.FirstWrong
-		}
+	for i := range parts {
+		total.add(&parts[i])
 	}
 	return total, nil
+}
+
+// add counts r's queries into into; the elapsed times are the caller's to combine.
+func (into *LoadResult) add(r *LoadResult) {
+	into.Latencies = append(into.Latencies, r.Latencies...)
+	into.Sent += r.Sent
+	into.Wrong += r.Wrong
+	into.Lost += r.Lost
+	if into.FirstWrong == "" {
+		into.FirstWrong = r.FirstWrong
+	}
 }
 
 func (l Load) work(ctx context.Context, conn *dns.Conn, rng *rand.Rand, budget *atomic.Int64, out *LoadResult) {

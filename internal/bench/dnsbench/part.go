@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -101,9 +100,9 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 	if err != nil {
 		return nil, err
 	}
-	binary := filepath.Join(env.BinDir, "fleetslice-dns")
-	if _, err := os.Stat(binary); err != nil {
-		return nil, fmt.Errorf("the fleetslice-dns binary is needed (make build): %w", err)
+	binary, err := env.Binary("fleetslice-dns")
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "fleetslice-bench-dns-")
 	if err != nil {
@@ -163,7 +162,9 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 				if err != nil {
 					return nil, err
 				}
-				merge(&run.zones[z].result, res)
+				// Rounds of a zone run one after another: their times add up.
+				run.zones[z].result.add(res)
+				run.zones[z].result.Elapsed += res.Elapsed
 				env.Logf("dns: %d Services, %s, round %d: %.0f queries/s", n, run.zones[z].zone, round+1, res.QPS())
 			}
 		}
@@ -179,14 +180,3 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 // maxQueries bounds one load phase whatever its duration: a few times what one phase reaches on
 // two cores.
 const maxQueries = 5_000_000
-
-func merge(into, r *LoadResult) {
-	into.Elapsed += r.Elapsed
-	into.Latencies = append(into.Latencies, r.Latencies...)
-	into.Sent += r.Sent
-	into.Wrong += r.Wrong
-	into.Lost += r.Lost
-	if into.FirstWrong == "" {
-		into.FirstWrong = r.FirstWrong
-	}
-}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -83,9 +82,9 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (report *bench.Rep
 	if err != nil {
 		return nil, err
 	}
-	manager := filepath.Join(env.BinDir, "manager")
-	if _, err := os.Stat(manager); err != nil {
-		return nil, fmt.Errorf("the manager binary is needed (make build): %w", err)
+	manager, err := env.Binary("manager")
+	if err != nil {
+		return nil, err
 	}
 	workdir, err := os.MkdirTemp("", "fleetslice-bench-rollout-")
 	if err != nil {
