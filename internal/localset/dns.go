@@ -152,7 +152,8 @@ func port53Free(ip string) bool {
 }
 
 // StartDNS runs fleetslice-dns from binDir for a member that Up planned a DNS for, and waits
-// until it answers clusterset.local, which it does once its first list of ServiceImports arrived.
+// until both zones answer: clusterset.local's SOA (once the plugin's first list of ServiceImports
+// arrived) and the kubernetes Service's cluster.local name (once the kubernetes plugin synced).
 func (cs *ClusterSet) StartDNS(ctx context.Context, member, binDir string) (*Process, error) {
 	d, ok := cs.DNS[member]
 	if !ok {
@@ -163,10 +164,20 @@ func (cs *ClusterSet) StartDNS(ctx context.Context, member, binDir string) (*Pro
 		return nil, err
 	}
 	deadline := time.Now().Add(time.Minute)
+	probes := []struct {
+		name  string
+		qtype uint16
+	}{{"clusterset.local.", dns.TypeSOA}, {"kubernetes.default.svc.cluster.local.", dns.TypeA}}
 	for {
-		m, err := Resolve(ctx, d.Address, "clusterset.local.", dns.TypeSOA)
-		if err == nil && m.Rcode == dns.RcodeSuccess {
-			return p, nil
+		m, err := Resolve(ctx, d.Address, probes[0].name, probes[0].qtype)
+		if err == nil && m.Rcode == dns.RcodeSuccess && (probes[0].qtype == dns.TypeSOA || len(m.Answer) > 0) {
+			if probes = probes[1:]; len(probes) == 0 {
+				return p, nil
+			}
+			continue
+		}
+		if err == nil {
+			err = fmt.Errorf("%s %s: %s", probes[0].name, dns.TypeToString[probes[0].qtype], dns.RcodeToString[m.Rcode])
 		}
 		if exited, _ := p.Exited(); exited || time.Now().After(deadline) || ctx.Err() != nil {
 			return p, errors.Join(fmt.Errorf("%s's DNS on %s did not answer: %v", member, d.Address, err),
