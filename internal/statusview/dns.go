@@ -32,6 +32,9 @@ func resolve(ctx context.Context, name string, ask Ask) string {
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s: %v", dns.TypeToString[qtype], err))
 			continue
+		case m == nil:
+			problems = append(problems, dns.TypeToString[qtype]+": no reply")
+			continue
 		case m.Rcode != dns.RcodeSuccess:
 			problems = append(problems, dns.RcodeToString[m.Rcode])
 			continue

@@ -20,6 +20,8 @@ func fakeDNS(_ context.Context, name string, qtype uint16) (*dns.Msg, error) {
 	switch {
 	case strings.HasPrefix(name, "slow."):
 		return nil, errors.New("i/o timeout")
+	case strings.HasPrefix(name, "mute."):
+		return nil, nil
 	case strings.HasPrefix(name, "gone."):
 		m.Rcode = dns.RcodeNameError
 	case name == "web.demo.svc.clusterset.local" && qtype == dns.TypeA:
@@ -38,9 +40,10 @@ func TestResolveImportsShowsWhatTheMembersDNSAnswers(t *testing.T) {
 		{Namespace: "demo", Name: "db", Type: "Headless", Ready: "True"},
 		{Namespace: "demo", Name: "gone", Type: "ClusterSetIP", Ready: "False"},
 		{Namespace: "demo", Name: "slow", Type: "ClusterSetIP", Ready: "True"},
+		{Namespace: "demo", Name: "mute", Type: "ClusterSetIP", Ready: "True"},
 	}}
 	ResolveImports(context.Background(), view, fakeDNS)
-	want := []string{"10.96.0.10", "10.1.0.5,10.2.0.7,fd00::5", "NXDOMAIN", "A: i/o timeout; AAAA: i/o timeout"}
+	want := []string{"10.96.0.10", "10.1.0.5,10.2.0.7,fd00::5", "NXDOMAIN", "A: i/o timeout; AAAA: i/o timeout", "A: no reply; AAAA: no reply"}
 	for i, w := range want {
 		if got := view.Imports[i].Resolves; got != w {
 			t.Errorf("%s resolves to %q, want %q", view.Imports[i].Name, got, w)
