@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -75,7 +76,7 @@ func (cs *ClusterSet) planDNS(member, kwokBinary string) (d MemberDNS, kwok stri
 		// unshare execs in place (no --fork), so the pid kwokctl records is kwok's own.
 		wrapper := fmt.Sprintf("#!/bin/sh\n# kwok with %s as /etc/resolv.conf (see internal/localset/dns.go)\n"+
 			"exec unshare --mount --propagation private /bin/sh -c 'mount --bind \"$0\" /etc/resolv.conf && exec \"$@\"' %s %s \"$@\"\n",
-			member, strconv.Quote(resolv), strconv.Quote(kwokBinary))
+			member, shellQuote(resolv), shellQuote(kwokBinary))
 		if err := os.WriteFile(kwok, []byte(wrapper), 0o755); err != nil {
 			return d, "", err
 		}
@@ -88,6 +89,9 @@ func (cs *ClusterSet) planDNS(member, kwokBinary string) (d MemberDNS, kwok stri
 	}
 	return d, kwok, os.WriteFile(cs.Corefile(member), []byte(corefile(d.Address, cs.Kubeconfig, Context(member))), 0o644)
 }
+
+// shellQuote makes s one word for sh, whatever it holds.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Corefile is the path of a member's DNS configuration.
 func (cs *ClusterSet) Corefile(member string) string {

@@ -15,7 +15,11 @@ import (
 // be the wrapper's own (kwokctl stops kwok by the pid it started), the resolv.conf the member's,
 // and the host's /etc/resolv.conf must be left as it was.
 func TestKwokWrapperGivesItsProcessTheMembersResolvConf(t *testing.T) {
-	dir := t.TempDir()
+	// A workdir whose name sh would otherwise expand or split.
+	dir := filepath.Join(t.TempDir(), "it's $HOME `x`")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	fake := filepath.Join(dir, "kwok")
 	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho \"$$\"\ncat /etc/resolv.conf\necho \"args: $*\"\n"), 0o755); err != nil {
 		t.Fatal(err)
