@@ -29,7 +29,9 @@ func newRunCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("reading --samples: %w (run from the repository root, or point --samples at a directory of manifests)", err)
 			}
-			cs, err := localset.Up(ctx, flags.options(cmd))
+			opts := flags.options(cmd)
+			opts.DNS = true
+			cs, err := localset.Up(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -41,7 +43,7 @@ func newRunCommand() *cobra.Command {
 				}
 			}()
 			printClusterSet(cmd, cs, time.Since(start))
-			procs, err := startComponents(cs, binDir)
+			procs, err := startComponents(ctx, cs, binDir)
 			defer func() {
 				for _, p := range procs {
 					if stopErr := p.Stop(10 * time.Second); stopErr != nil && err == nil {
@@ -55,6 +57,7 @@ func newRunCommand() *cobra.Command {
 			for _, p := range procs {
 				fmt.Fprintf(cmd.ErrOrStderr(), "started %s (logs: %s)\n", p.Name, p.Log)
 			}
+			printDNS(cmd, cs)
 			for _, m := range cs.Members {
 				c, err := cs.Client(m)
 				if err != nil {
@@ -76,9 +79,10 @@ func newRunCommand() *cobra.Command {
 }
 
 // startComponents runs one fleetslice manager per member cluster, each against its own context,
-// and one node agent per zone of each member in dry-run mode (the simulated Nodes have no kernel
-// of their own); each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft.
-func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
+// one node agent per zone of each member in dry-run mode (the simulated Nodes have no kernel
+// of their own; each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft),
+// and each member's DNS when Up planned one.
+func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
 	var procs []*localset.Process
 	if err := os.MkdirAll(filepath.Join(cs.Workdir, "rulesets"), 0o755); err != nil {
 		return nil, err
@@ -102,8 +106,34 @@ func startComponents(cs *localset.ClusterSet, binDir string) ([]*localset.Proces
 			}
 			procs = append(procs, p)
 		}
+		if _, ok := cs.DNS[m]; ok {
+			p, err := cs.StartDNS(ctx, m, binDir)
+			if p != nil {
+				procs = append(procs, p)
+			}
+			if err != nil {
+				return procs, err
+			}
+		}
 	}
 	return procs, nil
+}
+
+// printDNS says where each member's DNS answers and how to ask it from a Pod.
+func printDNS(cmd *cobra.Command, cs *localset.ClusterSet) {
+	for _, m := range cs.Members {
+		d, ok := cs.DNS[m]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s's DNS (clusterset.local, cluster.local) on %s\n", m, d.Address)
+		if d.Exec {
+			fmt.Fprintf(cmd.ErrOrStderr(), "  kubectl --kubeconfig %s --context %s exec -n demo POD -- getent hosts web.demo.svc.clusterset.local\n",
+				cs.Kubeconfig, localset.Context(m))
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "  (exec'd commands use the host's resolver: giving kwok its own /etc/resolv.conf needs root and unshare)\n")
+		}
+	}
 }
 
 // defaultBinDir is where `make build` puts the binaries: next to this one.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/spf13/cobra"
 
 	"github.com/fleetslice/fleetslice/internal/localset"
@@ -43,6 +44,11 @@ func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear
 			continue
 		}
 		view := statusview.Collect(ctx, m, c)
+		if d, ok := cs.DNS[m]; ok {
+			statusview.ResolveImports(ctx, &view, func(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+				return localset.Resolve(ctx, d.Address, name, qtype)
+			})
+		}
 		for _, node := range cs.AgentNodes(m) {
 			// Only `fleetslice run` starts agents; a ClusterSet from `up` has no rulesets.
 			if path := cs.RulesetPath(node); fileExists(path) {

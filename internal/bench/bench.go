@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -46,6 +47,15 @@ type Env struct {
 	// BinDir holds the fleetslice binaries (manager, agent) that parts running a local
 	// ClusterSet start as their own processes.
 	BinDir string
+}
+
+// Binary is the path of a fleetslice binary in BinDir, or an error saying it must be built.
+func (e Env) Binary(name string) (string, error) {
+	path := filepath.Join(e.BinDir, name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("the %s binary is needed (make build): %w", name, err)
+	}
+	return path, nil
 }
 
 // Figure returns where a picture named file should be written and how the document links it;

@@ -35,7 +35,7 @@ func TestQuickBenchOfEveryPart(t *testing.T) {
 	var stdout, log bytes.Buffer
 	results, err := bench.Run(context.Background(), bench.Config{
 		Parts: all, Quick: true, Output: doc, Stdout: &stdout, Log: &log, Invocation: "fleetslice bench --all --quick",
-		BinDir: buildManager(t),
+		BinDir: buildBinaries(t),
 	})
 	if err != nil {
 		t.Fatalf("bench failed: %v\nlog:\n%s", err, log.String())
@@ -78,13 +78,14 @@ func TestQuickBenchOfEveryPart(t *testing.T) {
 	}
 }
 
-// buildManager builds the manager binary the local-ClusterSet parts start, as `make build` would.
-func buildManager(t *testing.T) string {
+// buildBinaries builds the binaries parts start as processes, as `make build` would: the manager
+// (the local-ClusterSet parts) and fleetslice-dns (the dns part).
+func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir, "github.com/fleetslice/fleetslice/cmd/manager")
+	cmd := exec.Command("go", "build", "-o", dir, "github.com/fleetslice/fleetslice/cmd/manager", "github.com/fleetslice/fleetslice/cmd/fleetslice-dns")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
+		t.Fatalf("building the manager and fleetslice-dns: %v\n%s", err, out)
 	}
 	return dir
 }

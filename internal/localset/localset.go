@@ -54,6 +54,9 @@ type Options struct {
 	ControllerManagerArgs map[string]string
 	// NoBroker skips preparing the broker for multi-cluster services (it still runs).
 	NoBroker bool
+	// DNS plans a fleetslice-dns per member (StartDNS runs it) and has each member's kwok run
+	// `kubectl exec` commands on the host with that DNS as their resolver where it can (dns.go).
+	DNS bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -65,6 +68,8 @@ type ClusterSet struct {
 	Members    []string `json:"members"`
 	Broker     string   `json:"broker"`
 	Zones      []Zone   `json:"zones"`
+	// DNS is each member's DNS when Up planned them (Options.DNS).
+	DNS map[string]MemberDNS `json:"dns,omitempty"`
 }
 
 // Context returns the kubeconfig context name of a cluster.
@@ -115,10 +120,25 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 	}()
 
 	k := kwokctl{bin: bin, workdir: workdir, kubeconfig: cs.Kubeconfig, log: opts.Log}
-	if err := k.create(ctx, BrokerName, "--disable", "kube-controller-manager,kube-scheduler,kwok-controller"); err != nil {
+	if err := k.create(ctx, BrokerName, member{kwok: filepath.Join(bin, k8sbin.Kwok)}, "--disable", "kube-controller-manager,kube-scheduler,kwok-controller"); err != nil {
 		return cs, err
 	}
 	for _, name := range cs.Members {
+		m := member{kwok: filepath.Join(bin, k8sbin.Kwok)}
+		if opts.DNS {
+			d, kwok, err := cs.planDNS(name, m.kwok)
+			if err != nil {
+				return cs, fmt.Errorf("planning %s's DNS: %w", name, err)
+			}
+			if cs.DNS == nil {
+				cs.DNS = map[string]MemberDNS{}
+			}
+			cs.DNS[name] = d
+			m = member{kwok: kwok, config: hostExec}
+			if err := cs.save(); err != nil {
+				return cs, err
+			}
+		}
 		// kube-apiserver's default Service range is a /24: about 250 ClusterIPs, too few for
 		// hundreds of exported Services (each ClusterSetIP import takes one more).
 		args := []string{"--extra-args", "kube-apiserver=service-cluster-ip-range=" + serviceCIDR,
@@ -136,7 +156,7 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 			// fleetslice's controller replaces kube-controller-manager's in these clusters.
 			args = append(args, "--extra-args", "kube-controller-manager=controllers=*,-endpointslice-controller")
 		}
-		if err := k.create(ctx, name, args...); err != nil {
+		if err := k.create(ctx, name, m, args...); err != nil {
 			return cs, err
 		}
 	}
@@ -256,9 +276,15 @@ func (k kwokctl) env() []string {
 	)
 }
 
-func (k kwokctl) create(ctx context.Context, name string, extra ...string) error {
+// member is what differs between the clusters kwokctl creates: the kwok controller binary and
+// more kwok configuration documents (YAML, each starting with ---).
+type member struct {
+	kwok, config string
+}
+
+func (k kwokctl) create(ctx context.Context, name string, m member, extra ...string) error {
 	start := time.Now()
-	config, err := k.writePorts(name)
+	config, err := k.writePorts(name, m.config)
 	if err != nil {
 		return fmt.Errorf("creating cluster %s: %w", name, err)
 	}
@@ -268,7 +294,9 @@ func (k kwokctl) create(ctx context.Context, name string, extra ...string) error
 		"--kube-apiserver-binary", filepath.Join(k.bin, k8sbin.KubeAPIServer),
 		"--kube-controller-manager-binary", filepath.Join(k.bin, k8sbin.KubeControllerManager),
 		"--kube-scheduler-binary", filepath.Join(k.bin, k8sbin.KubeScheduler),
-		"--kwok-controller-binary", filepath.Join(k.bin, k8sbin.Kwok),
+	}
+	if m.kwok != "" {
+		args = append(args, "--kwok-controller-binary", m.kwok)
 	}
 	if err := k.run(ctx, append(args, extra...)...); err != nil {
 		return fmt.Errorf("creating cluster %s: %w", name, err)
@@ -279,7 +307,7 @@ func (k kwokctl) create(ctx context.Context, name string, extra ...string) error
 
 // writePorts reserves a port for each component kwokctl would otherwise choose one for (see
 // portRegistry) and writes them as a kwokctl configuration for the cluster.
-func (k kwokctl) writePorts(name string) (string, error) {
+func (k kwokctl) writePorts(name, more string) (string, error) {
 	fields := []string{"etcdPeerPort", "etcdPort", "kubeApiserverPort", "kwokControllerPort",
 		"kubeControllerManagerPort", "kubeSchedulerPort"}
 	ports, err := defaultPortRegistry().reserve(len(fields))
@@ -291,6 +319,7 @@ func (k kwokctl) writePorts(name string) (string, error) {
 	for i, field := range fields {
 		fmt.Fprintf(&config, "  %s: %d\n", field, ports[i])
 	}
+	config.WriteString(more)
 	path := filepath.Join(k.workdir, "ports-"+name+".yaml")
 	return path, os.WriteFile(path, []byte(config.String()), 0o644)
 }

@@ -58,6 +58,9 @@ type Import struct {
 	IPs             []string
 	Clusters        []string
 	Ready           string
+	// Resolves is what the cluster's DNS answers for DNSName (ResolveImports); empty when
+	// nobody asked.
+	Resolves string
 }
 
 // Collect reads one cluster. Errors are kept in the view rather than returned so that one broken

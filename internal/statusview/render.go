@@ -3,6 +3,7 @@ package statusview
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -34,11 +35,7 @@ func Render(w io.Writer, clusters []Cluster) error {
 			}
 		}
 		if len(c.Imports) > 0 {
-			fmt.Fprintln(tw, "  SERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\tREADY")
-			for _, i := range c.Imports {
-				fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\n", i.Namespace, i.Name, i.Type, orDash(strings.Join(i.IPs, ",")),
-					orDash(strings.Join(i.Clusters, ",")), i.Ready)
-			}
+			renderImports(tw, c.Imports)
 		}
 		if len(c.Agents) > 0 {
 			fmt.Fprintln(tw, "  AGENT NODE\tENDPOINTS IT SENDS EACH SERVICE PORT TO")
@@ -49,6 +46,23 @@ func Render(w io.Writer, clusters []Cluster) error {
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+func renderImports(w io.Writer, imports []Import) {
+	dns := slices.ContainsFunc(imports, func(i Import) bool { return i.Resolves != "" })
+	header := "  SERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\tREADY"
+	if dns {
+		header += "\tDNS NAME\tRESOLVES HERE TO"
+	}
+	fmt.Fprintln(w, header)
+	for _, i := range imports {
+		fmt.Fprintf(w, "  %s/%s\t%s\t%s\t%s\t%s", i.Namespace, i.Name, i.Type, orDash(strings.Join(i.IPs, ",")),
+			orDash(strings.Join(i.Clusters, ",")), i.Ready)
+		if dns {
+			fmt.Fprintf(w, "\t%s\t%s", i.DNSName(), orDash(i.Resolves))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func orDash(s string) string {

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/internal/localset"
 )
 
@@ -26,8 +27,8 @@ var (
 	stopControllers []context.CancelFunc
 )
 
-// startControllers runs fleetslice's controllers in this process against one member, as the
-// manager binary would.
+// startControllers runs fleetslice's controllers (EndpointSlice and multi-cluster services) in
+// this process against one member, as the manager binary would.
 func startControllers(member string) {
 	cfg, err := clusterSet.RESTConfig(member)
 	Expect(err).NotTo(HaveOccurred())
@@ -43,6 +44,10 @@ func startControllers(member string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopControllers = append(stopControllers, cancel)
 	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())
+	// Multi-cluster services, as the manager runs them with --broker-kubeconfig.
+	Expect(multicluster.Setup(ctx, mgr, multicluster.Options{
+		BrokerKubeconfig: clusterSet.BrokerKubeconfig(member), LeaseDuration: 10 * time.Second,
+	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
@@ -62,6 +67,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Workdir:         workdir,
 		Clusters:        2,
 		NodesPerCluster: 9,
+		DNS:             true,
 		Log:             GinkgoWriter,
 	})
 	Expect(err).NotTo(HaveOccurred())

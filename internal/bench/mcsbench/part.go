@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -69,9 +68,8 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 	if o.clusters < 2 {
 		return nil, fmt.Errorf("multicluster needs at least 2 member clusters, have %d", o.clusters)
 	}
-	manager := filepath.Join(env.BinDir, "manager")
-	if _, err := os.Stat(manager); err != nil {
-		return nil, fmt.Errorf("the manager binary is needed (make build): %w", err)
+	if _, err := env.Binary("manager"); err != nil {
+		return nil, err
 	}
 	var runs []run
 	for _, n := range services {

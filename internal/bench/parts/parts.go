@@ -5,6 +5,7 @@ package parts
 import (
 	"github.com/fleetslice/fleetslice/internal/bench"
 	"github.com/fleetslice/fleetslice/internal/bench/agentbench"
+	"github.com/fleetslice/fleetslice/internal/bench/dnsbench"
 	"github.com/fleetslice/fleetslice/internal/bench/mcsbench"
 	"github.com/fleetslice/fleetslice/internal/bench/rolloutbench"
 	"github.com/fleetslice/fleetslice/internal/bench/slicediff"
@@ -20,5 +21,6 @@ func All() []bench.Part {
 		topologybench.Part(),
 		mcsbench.Part(),
 		agentbench.Part(),
+		dnsbench.Part(),
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -128,9 +127,9 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, er
 	if err != nil {
 		return nil, err
 	}
-	manager := filepath.Join(env.BinDir, "manager")
-	if _, err := os.Stat(manager); err != nil {
-		return nil, fmt.Errorf("the manager binary is needed (make build): %w", err)
+	manager, err := env.Binary("manager")
+	if err != nil {
+		return nil, err
 	}
 	runs := o.runs
 	if runs <= 0 {
