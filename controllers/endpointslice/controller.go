@@ -62,7 +62,7 @@ type Options struct {
 // kube-controller-manager's own syncs take under churn.
 const (
 	DefaultCoalesceQuiet  = 100 * time.Millisecond
-	DefaultCoalesceBudget = 500 * time.Millisecond
+	DefaultCoalesceBudget = time.Second
 )
 
 // DefaultOptions match upstream's defaults, plus coalescing.

@@ -109,10 +109,15 @@ func SetUp(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Opti
 	return errors.Join(errs...)
 }
 
-// RollOut rolls every side's Deployment to a new template, one side after the other, and appends
-// the measured phase to each side's Rollouts.
-func RollOut(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options) error {
-	for i := range sides {
+// RollOut rolls every side's Deployment to a new template, one side after the other (the last
+// first when reversed, so that taking turns evens out who runs while the machine is busier), and
+// appends the measured phase to each side's Rollouts.
+func RollOut(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options, reversed bool) error {
+	for n := range sides {
+		i := n
+		if reversed {
+			i = len(sides) - 1 - n
+		}
 		phase, err := measure(ctx, cs, &sides[i], opts, "rolling out a new template", func(c client.Client) error {
 			deploy := rolloutDeployment(workloadNamespace, int32(opts.Pods))
 			if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {

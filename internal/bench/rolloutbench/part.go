@@ -209,7 +209,7 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	}
 	for run := 1; run <= runs; run++ {
 		env.Logf("endpointslice-e2e: %s: rollout %d of %d", st.name, run, runs)
-		if err := e2ebench.RollOut(ctx, cs, res.sides, opts); err != nil {
+		if err := e2ebench.RollOut(ctx, cs, res.sides, opts, run%2 == 0); err != nil {
 			return res, err
 		}
 	}
