@@ -370,7 +370,11 @@ func TestKernelAcceptsEveryRenderedShape(t *testing.T) {
 		}},
 		{Namespace: "six", Name: "edge", ClusterIPs: ips("fd00:96::50"), Ports: []Port{
 			{Name: "http", Protocol: UDP, Port: 53, NodePort: 30053, ExternalLocal: true,
-				Endpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53"), ExternalEndpoints: eps("[fd00:244::9]:53")},
+				Endpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53", "[fd00:244::b]:53"), ExternalEndpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53")},
+		}},
+		{Namespace: "six", Name: "sticky-edge", ClusterIPs: ips("fd00:96::60"), AffinityTimeout: time.Hour, Ports: []Port{
+			{Name: "http", Protocol: TCP, Port: 80, NodePort: 30060, ExternalLocal: true,
+				Endpoints: eps("[fd00:244::c]:80", "[fd00:244::d]:80", "[fd00:244::e]:80"), ExternalEndpoints: eps("[fd00:244::c]:80", "[fd00:244::d]:80")},
 		}},
 		{Namespace: "six", Name: "gone", ClusterIPs: ips("fd00:96::40"), Ports: []Port{{Name: "x", Protocol: TCP, Port: 1, NodePort: 30001}}},
 	}

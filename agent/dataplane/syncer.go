@@ -92,7 +92,9 @@ type serviceRecord struct {
 	raw         uint64   // of the Service as passed, see rawHasher
 	claims      []claim
 	chains      []string
+	chainSums   []uint64 // of each chain's rules, see chainContent.sum
 	sets        []string
+	maps        []string
 	entries     []mapEntry
 	hairpin     [][]string
 }
@@ -340,9 +342,13 @@ func countRemoved(written map[string]*serviceRecord, desired []desiredService) i
 func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
 	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
 		sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
+	for _, m := range objs.maps {
+		rec.maps = append(rec.maps, m.name)
+	}
 	rec.chains = make([]string, len(objs.chains))
+	rec.chainSums = make([]uint64, len(objs.chains))
 	for i, c := range objs.chains {
-		rec.chains[i] = c.name
+		rec.chains[i], rec.chainSums[i] = c.name, c.sum()
 	}
 	return rec
 }

@@ -37,13 +37,15 @@ func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	chain := serviceChainName(&services[7], services[7].Ports[0])
+	m := endpointMapName(&services[7], services[7].Ports[0], false)
 	want := []string{
+		"delete element ip fleetslice " + m + " { 1 }",
 		"add chain ip fleetslice " + chain,
 		"flush chain ip fleetslice " + chain,
 		"add rule ip fleetslice " + chain + " jump cluster-masquerade",
-		"add rule ip fleetslice " + chain + " numgen random mod 3 == 0 meta l4proto tcp dnat ip to 10.244.1.8:8080",
-		"add rule ip fleetslice " + chain + " numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.3.8:8080",
-		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip to 10.244.4.8:8080",
+		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip addr . port to numgen random mod 3 map @" + m,
+		"add element ip fleetslice " + m + " { 1 : 10.244.3.8 . 8080 }",
+		"add element ip fleetslice " + m + " { 2 : 10.244.4.8 . 8080 }",
 	}
 	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
