@@ -82,8 +82,8 @@ func TestRulesPerServiceNoMoreThanKubeProxy(t *testing.T) {
 	const n = 10
 	endpoints := dispatchEndpoints(n)
 	cases := []struct {
-		name                 string
-		svc                  Service
+		name                  string
+		svc                   Service
 		kubeChains, kubeRules int
 	}{
 		{"cluster IP", Service{Ports: []Port{{Name: "p", Protocol: TCP, Port: 80, Endpoints: endpoints}}}, 1, 2},

@@ -30,7 +30,7 @@ type change struct {
 //  5. flush chains the changed Services no longer use (deleted later, see
 //     Options.StaleChainDelay) and delete their unused affinity sets and
 //     endpoint maps, after the rules that referenced them are gone.
-func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredService, now time.Time, stats *Stats) func() {
+func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Time, stats *Stats) func() {
 	var changes []change
 	var sameButReordered []*desiredService
 	present := make(map[string]bool, len(desired))

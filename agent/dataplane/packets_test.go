@@ -60,7 +60,7 @@ type packetLab struct {
 	udpPort int
 }
 
-func newPacketLab(t *testing.T) *packetLab {
+func newPacketLab(t *testing.T, backend string) *packetLab {
 	prefix := uniquePrefix(t)
 	br := newNetns(t, prefix, "br")
 	node := newNetns(t, prefix, "node")
@@ -93,17 +93,9 @@ func newPacketLab(t *testing.T) *packetLab {
 		startEchoServers(t, ns, ep)
 	}
 	l := &packetLab{client: enterNetns(t, client), node: enterNetns(t, node), udpPort: 20000}
-	var err error
-	l.node.do(func() {
-		var nft knftables.Interface
-		if nft, err = Open(knftables.IPv4Family); err == nil {
-			// The client plays a pod: its traffic to cluster IPs keeps its source.
-			l.syncer, err = New(nft, Options{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.210.1.0/24")}})
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The client plays a pod: its traffic to cluster IPs keeps its source.
+	l.syncer, _ = openBackend(t, l.node, backend, knftables.IPv4Family,
+		Options{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.210.1.0/24")}})
 	return l
 }
 
@@ -261,7 +253,12 @@ func epNames(eps ...pktEndpoint) []string {
 // what source they see, through every shape of endpoint choice the agent programs.
 func TestKernelPacketsLandWhereSelectionSays(t *testing.T) {
 	requireKernel(t)
-	l := newPacketLab(t)
+	for _, backend := range kernelBackends {
+		t.Run(backend, func(t *testing.T) { packetsLand(t, newPacketLab(t, backend)) })
+	}
+}
+
+func packetsLand(t *testing.T, l *packetLab) {
 	clusterTCP, clusterUDP := net.JoinHostPort(pktClusterIP, "80"), net.JoinHostPort(pktClusterIP, "53")
 	nodeTCP, nodeUDP := net.JoinHostPort(pktNodeIP, "30080"), net.JoinHostPort(pktNodeIP, "30053")
 	all := epNames(pktEndpoints...)

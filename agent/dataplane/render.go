@@ -227,7 +227,7 @@ func unionEndpoints(a, b []Endpoint) []Endpoint {
 
 // writeBase adds the fixed skeleton of the table: hooks, dispatch maps and
 // the masquerade and reject helpers. It is written only by full syncs.
-func writeBase(tx *knftables.Transaction, fam family, opts *Options) {
+func writeBase(tx *txn, fam family, opts *Options) {
 	natType, filterType := knftables.NATType, knftables.FilterType
 	base := func(name string, t knftables.BaseChainType, hook knftables.BaseChainHook, prio knftables.BaseChainPriority) {
 		tx.Add(&knftables.Chain{Name: name, Type: &t, Hook: &hook, Priority: &prio})
@@ -303,7 +303,7 @@ func podCIDRsOf(prefixes []netip.Prefix, fam family) []netip.Prefix {
 // writeServiceObjects adds a Service's sets, maps, chains (flushed first when they
 // may hold old rules) and rules. Map entries are written separately so that
 // all deletions of a sync can precede all additions.
-func writeServiceObjects(tx *knftables.Transaction, objs *serviceObjects, fam family, mayExist func(string) bool) {
+func writeServiceObjects(tx *txn, objs *serviceObjects, fam family, mayExist func(string) bool) {
 	for _, name := range objs.sets {
 		timeout := objs.timeout
 		tx.Add(&knftables.Set{

@@ -71,7 +71,8 @@ type Rejection struct {
 // concurrent use; syncs are serialized.
 type Syncer struct {
 	mu   sync.Mutex
-	nft  knftables.Interface
+	nft  knftables.Interface // nil unless the backend is knftables
+	back Backend
 	fam  family
 	opts Options
 
@@ -106,6 +107,20 @@ func New(nft knftables.Interface, opts Options) (*Syncer, error) {
 	if nft == nil {
 		return nil, errors.New("dataplane: nil nftables interface")
 	}
+	s, err := NewWithBackend(knftablesBackend{nft}, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.nft = nft
+	return s, nil
+}
+
+// NewWithBackend returns a Syncer that applies its transactions through back, which must
+// program Options.Family's table.
+func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
+	if back == nil {
+		return nil, errors.New("dataplane: nil backend")
+	}
 	fam, ok := familyFor(opts.Family)
 	if !ok {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", opts.Family)
@@ -126,7 +141,7 @@ func New(nft knftables.Interface, opts Options) (*Syncer, error) {
 		}
 	}
 	s := &Syncer{
-		nft: nft, fam: fam, opts: opts,
+		back: back, fam: fam, opts: opts,
 		written:     map[string]*serviceRecord{},
 		hairpinRefs: map[string]int{},
 		staleChains: map[string]time.Time{},
@@ -161,16 +176,16 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	stats.Rejected = rejected
 	stats.Services = len(desired)
 
-	tx := s.nft.NewTransaction()
+	tx := &txn{}
 	var commit func()
 	if stats.Full {
 		commit = s.planFull(tx, desired, &stats)
 	} else {
 		commit = s.planIncremental(tx, desired, start, &stats)
 	}
-	stats.Operations = tx.NumOperations()
+	stats.Operations = len(tx.ops)
 	if stats.Operations > 0 {
-		if err := s.nft.Run(ctx, tx); err != nil {
+		if err := s.back.apply(ctx, tx.ops); err != nil {
 			s.needFull = true
 			stats.Duration = s.opts.Clock().Sub(start)
 			return stats, fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
@@ -292,7 +307,7 @@ func claimAll(owners map[claim]string, d *desiredService) string {
 // planFull deletes and recreates the table. "add; delete; add" works
 // whether or not the table exists, and dropping it removes every leftover
 // object, which a flush would keep.
-func (s *Syncer) planFull(tx *knftables.Transaction, desired []desiredService, stats *Stats) func() {
+func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func() {
 	sortByKey(desired) // the same input always gives the same transaction
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
