@@ -33,13 +33,8 @@ type change struct {
 func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Time, stats *Stats) func() {
 	var changes []change
 	var sameButReordered []*desiredService
-	present := make(map[string]bool, len(desired))
 	for i := range desired {
 		d := &desired[i]
-		present[d.key] = true
-		if d.reused != nil {
-			continue
-		}
 		old := s.written[d.key]
 		if old != nil && old.fingerprint == d.fingerprint {
 			sameButReordered = append(sameButReordered, d)
@@ -57,7 +52,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 	}
 	stats.Changed = len(changes)
 	for key, old := range s.written {
-		if !present[key] {
+		if old.seen != s.gen {
 			changes = append(changes, change{key: key, old: old})
 			stats.Removed++
 		}
@@ -211,10 +206,22 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 	return func() {
 		rememberRaw()
 		for _, c := range changes {
+			if c.old != nil {
+				for _, cl := range c.old.claims {
+					if s.claimOwners[cl] == c.key {
+						delete(s.claimOwners, cl)
+					}
+				}
+			}
+		}
+		for _, c := range changes {
 			if c.rec == nil {
 				delete(s.written, c.key)
-			} else {
-				s.written[c.key] = c.rec
+				continue
+			}
+			s.written[c.key] = c.rec
+			for _, cl := range c.rec.claims {
+				s.claimOwners[cl] = c.key
 			}
 		}
 		s.hairpinRefs = refs

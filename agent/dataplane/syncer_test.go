@@ -416,3 +416,30 @@ func FuzzArbitraryServiceNeverBreaksTheTable(f *testing.F) {
 		}
 	})
 }
+
+// A Service left unchanged still loses its address to a new Service that sorts first, as it
+// would in a full sync, and takes it back when that one goes.
+func TestKeptServiceLosesAContestToANewcomer(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	old := tcpService("b", "old", "10.96.0.1", 80, "10.244.0.1:80")
+	other := tcpService("c", "other", "10.96.0.2", 80, "10.244.0.2:80")
+	mustSync(t, s, []Service{old, other}, true)
+	newcomer := tcpService("a", "new", "10.96.0.1", 80, "10.244.0.9:80")
+	st := mustSync(t, s, []Service{other, old, newcomer}, false)
+	if st.Services != 2 || len(st.Rejected) != 1 || st.Rejected[0].Service != "b/old" || st.Removed != 1 || st.Changed != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{newcomer, other}, Options{}); got != want {
+		t.Errorf("after the contest:\n%s", lineDiff(want, got))
+	}
+	st = mustSync(t, s, []Service{old, other}, false)
+	if st.Services != 2 || len(st.Rejected) != 0 || st.Changed != 1 || st.Removed != 1 {
+		t.Fatalf("stats after the newcomer left = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{old, other}, Options{}); got != want {
+		t.Errorf("after the newcomer left:\n%s", lineDiff(want, got))
+	}
+	if st := mustSync(t, s, []Service{other, old}, false); st.Operations != 0 || st.Services != 2 {
+		t.Errorf("unchanged sync: %+v", st)
+	}
+}
