@@ -64,8 +64,8 @@ var _ = Describe("the node agent in dry-run mode", func() {
 		Eventually(func() (string, error) {
 			b, err := os.ReadFile(output)
 			return string(b), err
-		}).Should(And(ContainSubstring(ip(svc)+" . tcp . 80"), ContainSubstring("10.1.0.3:8080"), Not(ContainSubstring("10.1.0.2"))))
-		Expect(dr.Ruleset()).To(ContainSubstring("10.1.0.1:8080"))
+		}).Should(And(ContainSubstring(ip(svc)+" . tcp . 80"), ContainSubstring("10.1.0.3 . 8080"), Not(ContainSubstring("10.1.0.2"))))
+		Expect(dr.Ruleset()).To(ContainSubstring("10.1.0.1 . 8080"))
 
 		By("ignoring every hint once one ready endpoint has none")
 		updateSlice(slice, func(s *discoveryv1.EndpointSlice) {

@@ -1,63 +1,149 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
-	"math/big"
 	"net/netip"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
-var cascadeGuard = regexp.MustCompile(`^numgen random mod (\d+) == 0 `)
+func dispatchEndpoints(n int) []Endpoint {
+	eps := make([]Endpoint, n)
+	for i := range eps {
+		eps[i] = Endpoint{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 8080)}
+	}
+	return eps
+}
 
-// TestCascadeSpreadsEvenly checks the probabilities the cascade's moduli give: rule i matches
-// when every earlier rule missed and its own draw hits, and each endpoint must end up with
-// exactly 1/n of new connections.
-func TestCascadeSpreadsEvenly(t *testing.T) {
-	svc := &Service{Namespace: "ns", Name: "svc"}
+// TestDispatchIsOneLookup checks that however many endpoints a port has, a new connection
+// evaluates one rule: numgen over exactly N values, each index mapping to a distinct
+// endpoint, so each endpoint gets 1/N of new connections.
+func TestDispatchIsOneLookup(t *testing.T) {
 	port := Port{Name: "http", Protocol: TCP, Port: 80}
-	for n := 1; n <= maxCascadeEndpoints; n++ {
-		eps := make([]Endpoint, n)
-		for i := range eps {
-			eps[i] = Endpoint{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 8080)}
-		}
-		rules := dispatchRules(svc, port, eps, ipv4)
-		if len(rules) != n {
-			t.Fatalf("n=%d: %d rules", n, len(rules))
-		}
-		missedSoFar := big.NewRat(1, 1)
-		for i, rule := range rules {
-			hit := big.NewRat(1, 1) // the last rule takes whatever is left
-			if m := cascadeGuard.FindStringSubmatch(rule); m != nil {
-				mod, _ := strconv.Atoi(m[1])
-				hit = big.NewRat(1, int64(mod))
-			} else if i != n-1 {
-				t.Fatalf("n=%d: rule %d is unguarded but not last: %q", n, i, rule)
+	for _, affinity := range []time.Duration{0, time.Minute} {
+		svc := &Service{Namespace: "ns", Name: "svc", AffinityTimeout: affinity}
+		for _, n := range []int{2, 3, 10, 17, 300} {
+			eps := dispatchEndpoints(n)
+			rules, m, entries := dispatch(svc, port, eps, ipv4, "map-x")
+			if m == nil || m.name != "map-x" || m.verdict != (affinity > 0) {
+				t.Fatalf("affinity %v n=%d: map = %+v", affinity, n, m)
 			}
-			if p := new(big.Rat).Mul(missedSoFar, hit); p.Cmp(big.NewRat(1, int64(n))) != 0 {
-				t.Fatalf("n=%d: endpoint %d gets %s of connections, want 1/%d", n, i, p, n)
+			pick := rules[len(rules)-1]
+			want := fmt.Sprintf("meta l4proto tcp dnat ip addr . port to numgen random mod %d map @map-x", n)
+			if affinity > 0 {
+				want = fmt.Sprintf("numgen random mod %d vmap @map-x", n)
+				if len(rules) != n+1 { // one "known client" check per endpoint, as kube-proxy
+					t.Fatalf("affinity n=%d: %d rules", n, len(rules))
+				}
+			} else if len(rules) != 1 {
+				t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
 			}
-			if !strings.HasSuffix(rule, "dnat ip to "+eps[i].Addr.String()) {
-				t.Fatalf("n=%d: rule %d = %q does not go to %s", n, i, rule, eps[i].Addr)
+			if pick != want {
+				t.Fatalf("n=%d: rule %q, want %q", n, pick, want)
 			}
-			missedSoFar.Mul(missedSoFar, new(big.Rat).Sub(big.NewRat(1, 1), hit))
+			if len(entries) != n {
+				t.Fatalf("n=%d: %d map elements", n, len(entries))
+			}
+			seen := map[string]bool{}
+			for i, e := range entries {
+				if e.mapName != "map-x" || len(e.key) != 1 || e.key[0] != fmt.Sprint(i) {
+					t.Fatalf("n=%d: element %d = %+v", n, i, e)
+				}
+				target := fmt.Sprintf("%s . 8080", eps[i].Addr.Addr())
+				if affinity > 0 {
+					target = "goto " + endpointChainName(svc, port, eps[i].Addr)
+				}
+				if e.value != target || seen[e.value] {
+					t.Fatalf("n=%d: element %d = %q, want %q once", n, i, e.value, target)
+				}
+				seen[e.value] = true
+			}
 		}
 	}
 }
 
-// Beyond maxCascadeEndpoints a connection would evaluate too many rules; one inline map keeps
-// the per-packet cost flat.
-func TestManyEndpointsUseOneInlineMap(t *testing.T) {
-	n := maxCascadeEndpoints + 1
-	eps := make([]Endpoint, n)
-	for i := range eps {
-		eps[i] = Endpoint{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 8080)}
+func TestSingleEndpointNeedsNoMap(t *testing.T) {
+	rules, m, entries := dispatch(&Service{Namespace: "ns", Name: "one"}, Port{Name: "dns", Protocol: UDP, Port: 53},
+		dispatchEndpoints(1), ipv4, "unused")
+	if m != nil || entries != nil || len(rules) != 1 || rules[0] != "meta l4proto udp dnat ip to 10.0.0.0:8080" {
+		t.Fatalf("rules %q, map %+v, entries %+v", rules, m, entries)
 	}
-	rules := dispatchRules(&Service{Namespace: "ns", Name: "big"}, Port{Name: "http", Protocol: TCP, Port: 80}, eps, ipv4)
-	want := fmt.Sprintf("numgen random mod %d map { 0 : 10.0.1.1 . 8080 ,", n)
-	if len(rules) != 1 || !strings.Contains(rules[0], want) {
-		t.Fatalf("rules = %q, want one inline map (%q)", rules, want)
+}
+
+// TestRulesPerServiceNoMoreThanKubeProxy counts what one Service port costs in the table and
+// compares it with what kube-proxy v1.37.2's nftables mode writes for the same Service
+// (pkg/proxy/nftables/proxier.go): a service chain with a masquerade rule and one endpoint
+// rule; an external chain for a NodePort (masquerade, goto); with ClientIP affinity one check
+// rule per endpoint in the service chain plus a vmap rule, and a chain of two rules (update,
+// dnat) per endpoint.
+func TestRulesPerServiceNoMoreThanKubeProxy(t *testing.T) {
+	const n = 10
+	endpoints := dispatchEndpoints(n)
+	cases := []struct {
+		name                  string
+		svc                   Service
+		kubeChains, kubeRules int
+	}{
+		{"cluster IP", Service{Ports: []Port{{Name: "p", Protocol: TCP, Port: 80, Endpoints: endpoints}}}, 1, 2},
+		{"node port", Service{Ports: []Port{{Name: "p", Protocol: TCP, Port: 80, NodePort: 30080, Endpoints: endpoints}}}, 2, 4},
+		{"affinity", Service{AffinityTimeout: time.Minute, Ports: []Port{{Name: "p", Protocol: TCP, Port: 80, Endpoints: endpoints}}},
+			1 + n, 2 + n + 2*n},
+		// kube-proxy: external chain (4 rules: short-circuit pods, masquerade and short-circuit
+		// local traffic, goto) and a local policy chain (1 rule) beside the cluster chain.
+		{"external local", Service{Ports: []Port{{Name: "p", Protocol: TCP, Port: 80, NodePort: 30080, ExternalLocal: true,
+			Endpoints: endpoints, ExternalEndpoints: endpoints[:3]}}}, 3, 7},
+	}
+	for _, tc := range cases {
+		tc.svc.Namespace, tc.svc.Name, tc.svc.ClusterIPs = "ns", "svc", ips("10.96.0.1")
+		base, _, err := Render(context.Background(), nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, _, err := Render(context.Background(), []Service{tc.svc}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains := count(full, "add chain ") - count(base, "add chain ")
+		rules := count(full, "add rule ") - count(base, "add rule ")
+		t.Logf("%s, %d endpoints: %d chains, %d rules (kube-proxy %d, %d)", tc.name, n, chains, rules, tc.kubeChains, tc.kubeRules)
+		if chains > tc.kubeChains || rules > tc.kubeRules {
+			t.Errorf("%s: %d chains and %d rules, kube-proxy writes %d and %d", tc.name, chains, rules, tc.kubeChains, tc.kubeRules)
+		}
+		if tc.svc.AffinityTimeout == 0 && strings.Contains(full, "numgen random mod 10 ==") {
+			t.Errorf("%s: a rule per endpoint:\n%s", tc.name, full)
+		}
+	}
+}
+
+func count(dump, prefix string) int {
+	n := 0
+	for _, l := range strings.Split(dump, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// A changed endpoint address with the same number of endpoints changes one map element and
+// nothing else: the rule, with the same modulus, stays.
+func TestEndpointChangeRewritesOneElement(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	svc := tcpService("ns", "web", "10.96.0.1", 80, "10.244.0.1:80", "10.244.0.2:80", "10.244.0.3:80")
+	mustSync(t, s, []Service{svc}, true)
+	svc.Ports[0].Endpoints = eps("10.244.0.1:80", "10.244.0.2:80", "10.244.0.4:80")
+	mustSync(t, s, []Service{svc}, false)
+	m := endpointMapName(&svc, svc.Ports[0], false)
+	want := []string{
+		"delete element ip fleetslice " + m + " { 2 }",
+		"add element ip fleetslice " + m + " { 2 : 10.244.0.4 . 80 }",
+	}
+	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{svc}, Options{}); got != want {
+		t.Errorf("differs from a fresh render:\n%s", lineDiff(want, got))
 	}
 }

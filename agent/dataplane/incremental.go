@@ -24,22 +24,17 @@ type change struct {
 //  1. delete map elements that go away or change value (before any add of
 //     the same key), and hairpin elements no Service needs any more;
 //  2. delete chains that have been stale long enough;
-//  3. create sets and chains of changed Services, flush the ones that may
+//  3. create sets, endpoint maps and chains of changed Services, flush the ones that may
 //     hold old rules, and write their rules;
 //  4. add new map and hairpin elements (their target chains exist now);
 //  5. flush chains the changed Services no longer use (deleted later, see
-//     Options.StaleChainDelay) and delete their unused affinity sets, after
-//     the rules that referenced them are gone.
-func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredService, now time.Time, stats *Stats) func() {
+//     Options.StaleChainDelay) and delete their unused affinity sets and
+//     endpoint maps, after the rules that referenced them are gone.
+func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Time, stats *Stats) func() {
 	var changes []change
 	var sameButReordered []*desiredService
-	present := make(map[string]bool, len(desired))
 	for i := range desired {
 		d := &desired[i]
-		present[d.key] = true
-		if d.reused != nil {
-			continue
-		}
 		old := s.written[d.key]
 		if old != nil && old.fingerprint == d.fingerprint {
 			sameButReordered = append(sameButReordered, d)
@@ -57,7 +52,7 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 	}
 	stats.Changed = len(changes)
 	for key, old := range s.written {
-		if !present[key] {
+		if old.seen != s.gen {
 			changes = append(changes, change{key: key, old: old})
 			stats.Removed++
 		}
@@ -124,18 +119,35 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 		}
 	}
 
-	// 3. sets, chains and rules
+	// 3. sets, maps, chains and rules; a chain whose rules are what they
+	// were, and a map that exists already, are left alone, so that an
+	// endpoint change within a map is only an element change.
 	for _, c := range changes {
 		if c.objs == nil {
 			continue
 		}
 		before := map[string]bool{}
+		objs := *c.objs
 		if c.old != nil {
-			for _, name := range c.old.chains {
+			objs.chains, objs.maps = nil, nil
+			sums := make(map[string]uint64, len(c.old.chains))
+			for k, name := range c.old.chains {
 				before[name] = true
+				sums[name] = c.old.chainSums[k]
+			}
+			for k, ch := range c.objs.chains {
+				if sum, had := sums[ch.name]; !had || sum != c.rec.chainSums[k] {
+					objs.chains = append(objs.chains, ch)
+				}
+			}
+			hadMaps := toSet(c.old.maps)
+			for _, m := range c.objs.maps {
+				if !hadMaps[m.name] {
+					objs.maps = append(objs.maps, m)
+				}
 			}
 		}
-		writeServiceObjects(tx, c.objs, s.fam, func(name string) bool {
+		writeServiceObjects(tx, &objs, s.fam, func(name string) bool {
 			_, isStale := s.staleChains[name]
 			return before[name] || isStale
 		})
@@ -164,9 +176,9 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 		if c.old == nil {
 			continue
 		}
-		var nowChains, nowSets map[string]bool
+		var nowChains, nowSets, nowMaps map[string]bool
 		if c.rec != nil {
-			nowChains, nowSets = toSet(c.rec.chains), toSet(c.rec.sets)
+			nowChains, nowSets, nowMaps = toSet(c.rec.chains), toSet(c.rec.sets), toSet(c.rec.maps)
 		}
 		for _, name := range c.old.chains {
 			if !nowChains[name] {
@@ -179,6 +191,11 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 				tx.Delete(&knftables.Set{Name: name})
 			}
 		}
+		for _, name := range c.old.maps {
+			if !nowMaps[name] {
+				tx.Delete(&knftables.Map{Name: name})
+			}
+		}
 	}
 
 	for id, n := range refs {
@@ -189,10 +206,22 @@ func (s *Syncer) planIncremental(tx *knftables.Transaction, desired []desiredSer
 	return func() {
 		rememberRaw()
 		for _, c := range changes {
+			if c.old != nil {
+				for _, cl := range c.old.claims {
+					if s.claimOwners[cl] == c.key {
+						delete(s.claimOwners, cl)
+					}
+				}
+			}
+		}
+		for _, c := range changes {
 			if c.rec == nil {
 				delete(s.written, c.key)
-			} else {
-				s.written[c.key] = c.rec
+				continue
+			}
+			s.written[c.key] = c.rec
+			for _, cl := range c.rec.claims {
+				s.claimOwners[cl] = c.key
 			}
 		}
 		s.hairpinRefs = refs

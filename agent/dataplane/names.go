@@ -128,6 +128,19 @@ func endpointChainName(svc *Service, p Port, ep netip.AddrPort) string {
 	return objectName("ep", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p), ep.String())
 }
 
+// endpointMapName names the map a port picks its endpoints from; external is the map of
+// this node's endpoints for externalTrafficPolicy: Local.
+func endpointMapName(svc *Service, p Port, external bool) string {
+	kind := "eps"
+	if external {
+		kind = "xeps"
+	}
+	if svc.AffinityTimeout > 0 {
+		kind += "v" // a verdict map: another type, so another name
+	}
+	return objectName(kind, svc.Namespace, svc.Name, string(p.Protocol), portLabel(p))
+}
+
 // affinitySetName includes the timeout: nft refuses to change the timeout of
 // an existing set, so a new timeout gets a new set.
 func affinitySetName(svc *Service, p Port, ep netip.AddrPort) string {

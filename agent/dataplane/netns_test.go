@@ -176,7 +176,6 @@ func names(backends ...testBackend) []string {
 func TestKernelClusterIPFollowsSelection(t *testing.T) {
 	requireKernel(t)
 	l := newLab(t)
-	ctx := context.Background()
 
 	// A table of someone else's that must survive all our syncs, full ones
 	// included.
@@ -186,17 +185,23 @@ func TestKernelClusterIPFollowsSelection(t *testing.T) {
 			t.Errorf("creating bystander table: %v: %s", err, out)
 		}
 	})
-	var syncer *Syncer
-	var err error
+	for _, backend := range kernelBackends {
+		t.Run(backend, func(t *testing.T) {
+			syncer, _ := openBackend(t, l.client, backend, knftables.IPv4Family, Options{})
+			clusterIPFollowsSelection(t, l, syncer)
+		})
+	}
 	l.client.do(func() {
-		var nft knftables.Interface
-		if nft, err = Open(knftables.IPv4Family); err == nil {
-			syncer, err = New(nft, Options{})
+		out, err := exec.Command("nft", "list", "table", "ip", "bystander").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "chain keep") {
+			t.Errorf("bystander table damaged: %v: %s", err, out)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+func clusterIPFollowsSelection(t *testing.T, l *lab, syncer *Syncer) {
+	ctx := context.Background()
+	var err error
 	sync := func(step string, full bool, services ...Service) {
 		t.Helper()
 		var st Stats
@@ -246,12 +251,6 @@ func TestKernelClusterIPFollowsSelection(t *testing.T) {
 		}
 	}
 
-	l.client.do(func() {
-		out, err := exec.Command("nft", "list", "table", "ip", "bystander").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "chain keep") {
-			t.Errorf("bystander table damaged: %v: %s", err, out)
-		}
-	})
 }
 
 // TestKernelIncrementalSequence replays a long random change sequence
@@ -260,25 +259,21 @@ func TestKernelClusterIPFollowsSelection(t *testing.T) {
 // table with a full rebuild made in a second namespace.
 func TestKernelIncrementalSequence(t *testing.T) {
 	requireKernel(t)
+	for _, backend := range kernelBackends {
+		t.Run(backend, func(t *testing.T) { incrementalSequence(t, backend) })
+	}
+}
+
+// incrementalSequence runs the incremental syncs through backend and the full rebuild
+// through nft, so the netlink backend is held to what nft programs.
+func incrementalSequence(t *testing.T, backend string) {
 	prefix := uniquePrefix(t)
 	incremental := enterNetns(t, newNetns(t, prefix, "inc"))
 	rebuilt := enterNetns(t, newNetns(t, prefix, "full"))
 	ctx := context.Background()
 	opts := Options{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	open := func(ns *nsThread) (s *Syncer, nft knftables.Interface) {
-		var err error
-		ns.do(func() {
-			if nft, err = Open(knftables.IPv4Family); err == nil {
-				s, err = New(nft, opts)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s, nft
-	}
-	incSyncer, incNFT := open(incremental)
-	fullSyncer, fullNFT := open(rebuilt)
+	incSyncer, incNFT := openBackend(t, incremental, backend, knftables.IPv4Family, opts)
+	fullSyncer, fullNFT := openBackend(t, rebuilt, "nft", knftables.IPv4Family, opts)
 
 	world, present := initialWorld(5)
 	x := uint32(777)
@@ -370,7 +365,11 @@ func TestKernelAcceptsEveryRenderedShape(t *testing.T) {
 		}},
 		{Namespace: "six", Name: "edge", ClusterIPs: ips("fd00:96::50"), Ports: []Port{
 			{Name: "http", Protocol: UDP, Port: 53, NodePort: 30053, ExternalLocal: true,
-				Endpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53"), ExternalEndpoints: eps("[fd00:244::9]:53")},
+				Endpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53", "[fd00:244::b]:53"), ExternalEndpoints: eps("[fd00:244::9]:53", "[fd00:244::a]:53")},
+		}},
+		{Namespace: "six", Name: "sticky-edge", ClusterIPs: ips("fd00:96::60"), AffinityTimeout: time.Hour, Ports: []Port{
+			{Name: "http", Protocol: TCP, Port: 80, NodePort: 30060, ExternalLocal: true,
+				Endpoints: eps("[fd00:244::c]:80", "[fd00:244::d]:80", "[fd00:244::e]:80"), ExternalEndpoints: eps("[fd00:244::c]:80", "[fd00:244::d]:80")},
 		}},
 		{Namespace: "six", Name: "gone", ClusterIPs: ips("fd00:96::40"), Ports: []Port{{Name: "x", Protocol: TCP, Port: 1, NodePort: 30001}}},
 	}
@@ -383,30 +382,25 @@ func TestKernelAcceptsEveryRenderedShape(t *testing.T) {
 		{knftables.IPv6Family, v6, []netip.Prefix{netip.MustParsePrefix("fd00:244::/48")}},
 	}
 	for _, tc := range cases {
-		var err error
-		ns.do(func() {
-			var nft knftables.Interface
-			var s *Syncer
-			if nft, err = Open(tc.family); err != nil {
-				return
+		for _, backend := range kernelBackends {
+			s, _ := openBackend(t, ns, backend, tc.family, Options{PodCIDRs: tc.cidrs})
+			var err error
+			ns.do(func() {
+				if _, err = s.Sync(ctx, tc.services, true); err != nil {
+					return
+				}
+				changed := append([]Service(nil), tc.services...)
+				changed[0].AffinityTimeout = 0
+				changed[1].Ports = nil
+				changed = changed[:len(changed)-1]
+				if _, err = s.Sync(ctx, changed, false); err != nil {
+					return
+				}
+				_, err = s.Sync(ctx, tc.services, false)
+			})
+			if err != nil {
+				t.Errorf("family %s, %s: %v", tc.family, backend, err)
 			}
-			if s, err = New(nft, Options{Family: tc.family, PodCIDRs: tc.cidrs}); err != nil {
-				return
-			}
-			if _, err = s.Sync(ctx, tc.services, true); err != nil {
-				return
-			}
-			changed := append([]Service(nil), tc.services...)
-			changed[0].AffinityTimeout = 0
-			changed[1].Ports = nil
-			changed = changed[:len(changed)-1]
-			if _, err = s.Sync(ctx, changed, false); err != nil {
-				return
-			}
-			_, err = s.Sync(ctx, tc.services, false)
-		})
-		if err != nil {
-			t.Errorf("family %s: %v", tc.family, err)
 		}
 	}
 }

@@ -75,6 +75,9 @@ add set ip fleetslice aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { 
 add set ip fleetslice aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice hairpin-endpoints { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pod-cidrs { type ipv4_addr ; flags interval ; }
+add map ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { typeof numgen random mod 1 : ip daddr . tcp dport ; }
+add map ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { typeof numgen random mod 1 : ip daddr . tcp dport ; }
+add map ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { typeof numgen random mod 1 : verdict ; }
 add map ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }
 add map ip fleetslice no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }
@@ -104,15 +107,13 @@ add rule ip fleetslice reject-service reject
 add rule ip fleetslice services ip daddr . meta l4proto . th dport vmap @service-ips
 add rule ip fleetslice services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
 add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.1.9:80
-add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip to 10.244.2.9:80
+add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map @eps-64A22HNYQRT7-shop/edge/tcp/http
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ jump cluster-masquerade
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
-add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 , 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
+add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap @epsv-BDBNSD6SSVGP-shop/session/tcp/_
 add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.1.6:8080
-add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http meta l4proto tcp dnat ip to 10.244.2.7:8080
+add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map @eps-BFQQQBTSSYPH-shop/web/tcp/http
 add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http jump cluster-masquerade
 add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http meta l4proto tcp dnat ip to 10.244.1.5:8080
 add rule ip fleetslice svc-NWEXEB3QREBK-shop/edge/tcp/alt jump cluster-masquerade
@@ -121,6 +122,12 @@ add rule ip fleetslice svc-U4QYMYXDEGAW-shop/web/udp/dns jump cluster-masquerade
 add rule ip fleetslice svc-U4QYMYXDEGAW-shop/web/udp/dns meta l4proto udp dnat ip to 10.244.1.6:5353
 add element ip fleetslice hairpin-endpoints { 10.244.1.8 . 10.244.1.8 . tcp . 8443 }
 add element ip fleetslice pod-cidrs { 10.244.0.0/16 }
+add element ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { 0 : 10.244.1.9 . 80 }
+add element ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { 1 : 10.244.2.9 . 80 }
+add element ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { 0 : 10.244.1.6 . 8080 }
+add element ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { 1 : 10.244.2.7 . 8080 }
+add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 }
+add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
 add element ip fleetslice no-endpoint-nodeports { tcp . 30051 : drop }
 add element ip fleetslice no-endpoint-nodeports { tcp . 30040 : goto reject-service }
 add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 : goto reject-service }
@@ -207,14 +214,17 @@ func TestIPv6TableUsesOnlyIPv6(t *testing.T) {
 	}
 	dump := fake.Dump()
 	svcChain := serviceChainName(&Service{Namespace: "a", Name: "dual"}, Port{Name: "http", Protocol: TCP})
+	epsMap := endpointMapName(&Service{Namespace: "a", Name: "dual"}, Port{Name: "http", Protocol: TCP}, false)
 	for _, want := range []string{
 		"add table ip6 fleetslice",
 		"add map ip6 fleetslice service-ips { type ipv6_addr . inet_proto . inet_service : verdict ; }",
 		"add rule ip6 fleetslice cluster-masquerade ip6 saddr != @pod-cidrs jump mark-for-masquerade",
 		"add element ip6 fleetslice pod-cidrs { fd00:244::/56 }",
 		"add rule ip6 fleetslice services fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports",
-		"add rule ip6 fleetslice " + svcChain + " numgen random mod 2 == 0 meta l4proto tcp dnat ip6 to [fd00:244::5]:80",
-		"add rule ip6 fleetslice " + svcChain + " meta l4proto tcp dnat ip6 to [fd00:244::6]:80",
+		"add rule ip6 fleetslice " + svcChain + " meta l4proto tcp dnat ip6 addr . port to numgen random mod 2 map @" + epsMap,
+		"add map ip6 fleetslice " + epsMap + " { typeof numgen random mod 1 : ip6 daddr . tcp dport ; }",
+		"add element ip6 fleetslice " + epsMap + " { 0 : fd00:244::5 . 80 }",
+		"add element ip6 fleetslice " + epsMap + " { 1 : fd00:244::6 . 80 }",
 		"add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 : goto " + svcChain + " }",
 	} {
 		if !strings.Contains(dump, want) {

@@ -37,13 +37,15 @@ func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	chain := serviceChainName(&services[7], services[7].Ports[0])
+	m := endpointMapName(&services[7], services[7].Ports[0], false)
 	want := []string{
+		"delete element ip fleetslice " + m + " { 1 }",
 		"add chain ip fleetslice " + chain,
 		"flush chain ip fleetslice " + chain,
 		"add rule ip fleetslice " + chain + " jump cluster-masquerade",
-		"add rule ip fleetslice " + chain + " numgen random mod 3 == 0 meta l4proto tcp dnat ip to 10.244.1.8:8080",
-		"add rule ip fleetslice " + chain + " numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.244.3.8:8080",
-		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip to 10.244.4.8:8080",
+		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip addr . port to numgen random mod 3 map @" + m,
+		"add element ip fleetslice " + m + " { 1 : 10.244.3.8 . 8080 }",
+		"add element ip fleetslice " + m + " { 2 : 10.244.4.8 . 8080 }",
 	}
 	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -413,4 +415,31 @@ func FuzzArbitraryServiceNeverBreaksTheTable(f *testing.F) {
 			t.Fatalf("removing everything: %v", err)
 		}
 	})
+}
+
+// A Service left unchanged still loses its address to a new Service that sorts first, as it
+// would in a full sync, and takes it back when that one goes.
+func TestKeptServiceLosesAContestToANewcomer(t *testing.T) {
+	s, fake, _ := newFakeSyncer(t, Options{})
+	old := tcpService("b", "old", "10.96.0.1", 80, "10.244.0.1:80")
+	other := tcpService("c", "other", "10.96.0.2", 80, "10.244.0.2:80")
+	mustSync(t, s, []Service{old, other}, true)
+	newcomer := tcpService("a", "new", "10.96.0.1", 80, "10.244.0.9:80")
+	st := mustSync(t, s, []Service{other, old, newcomer}, false)
+	if st.Services != 2 || len(st.Rejected) != 1 || st.Rejected[0].Service != "b/old" || st.Removed != 1 || st.Changed != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{newcomer, other}, Options{}); got != want {
+		t.Errorf("after the contest:\n%s", lineDiff(want, got))
+	}
+	st = mustSync(t, s, []Service{old, other}, false)
+	if st.Services != 2 || len(st.Rejected) != 0 || st.Changed != 1 || st.Removed != 1 {
+		t.Fatalf("stats after the newcomer left = %+v", st)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, []Service{old, other}, Options{}); got != want {
+		t.Errorf("after the newcomer left:\n%s", lineDiff(want, got))
+	}
+	if st := mustSync(t, s, []Service{other, old}, false); st.Operations != 0 || st.Services != 2 {
+		t.Errorf("unchanged sync: %+v", st)
+	}
 }

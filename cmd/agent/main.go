@@ -34,10 +34,13 @@ import (
 const (
 	dataplaneNFTables = "nftables"
 	dataplaneDryRun   = "dry-run"
+	backendNetlink    = "netlink"
+	backendNft        = "nft"
 )
 
 type flags struct {
 	kubeContext, nodeName, dataplane, dryRunOutput string
+	backend                                        string
 	metricsAddr, probeAddr                         string
 	podCIDRs                                       prefixList
 	families                                       familyList
@@ -59,7 +62,7 @@ func main() {
 	log := ctrl.Log.WithName("agent")
 
 	if f.cleanup {
-		if err := agent.DeleteTables(context.Background(), nil, f.families...); err != nil {
+		if err := cleanup(context.Background(), f); err != nil {
 			log.Error(err, "cleanup failed")
 			os.Exit(1)
 		}
@@ -81,6 +84,22 @@ func main() {
 	}
 }
 
+// cleanup deletes the tables of --ip-families through --nftables-backend.
+func cleanup(ctx context.Context, f *flags) error {
+	if f.backend != backendNetlink && f.backend != backendNft {
+		return fmt.Errorf("--nftables-backend must be %s or %s, not %q", backendNetlink, backendNft, f.backend)
+	}
+	if f.backend == backendNft {
+		return agent.DeleteTables(ctx, nil, f.families...)
+	}
+	for _, fam := range f.families {
+		if err := dataplane.DeleteTableNetlink(ctx, fam); err != nil {
+			return fmt.Errorf("deleting table %s %s: %w", fam, dataplane.TableName, err)
+		}
+	}
+	return nil
+}
+
 // bindFlags defines the agent's flags on fs (--kubeconfig comes from
 // controller-runtime's config package).
 func bindFlags(fs *flag.FlagSet) *flags {
@@ -88,6 +107,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Node this agent programs (default: $NODE_NAME)")
 	fs.StringVar(&f.dataplane, "dataplane", dataplaneNFTables, "nftables: program the kernel; dry-run: only render the ruleset (nodes without nftables, simulated nodes)")
+	fs.StringVar(&f.backend, "nftables-backend", backendNetlink, "with --dataplane=nftables, how tables are programmed: netlink (no nft program needed; a change costs the same whatever the table's size) or nft (runs the nft program per sync)")
 	fs.StringVar(&f.dryRunOutput, "dry-run-output", agent.StdoutLog, `with --dataplane=dry-run, file the rendered ruleset is written to after each sync that changes it, or "-" for the log`)
 	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
@@ -107,6 +127,8 @@ func (f *flags) validate() error {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	case f.dataplane != dataplaneNFTables && f.dataplane != dataplaneDryRun:
 		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
+	case f.backend != backendNetlink && f.backend != backendNft:
+		return fmt.Errorf("--nftables-backend must be %s or %s, not %q", backendNetlink, backendNft, f.backend)
 	case f.minSyncInterval <= 0 || f.syncPeriod <= 0:
 		return errors.New("--min-sync-interval and --sync-period must be positive")
 	case len(f.families) == 0:
@@ -130,8 +152,20 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 	switch f.dataplane {
 	case dataplaneNFTables:
 		for _, fam := range f.families {
-			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelDataplane(dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs}, nil))
-			// Say at once, not only at the first sync, when nftables is unusable.
+			dpOpts := dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs}
+			if f.backend == backendNetlink {
+				s, err := dataplane.NewNetlink(dpOpts)
+				if err != nil {
+					return err
+				}
+				opts.Dataplanes = append(opts.Dataplanes, s)
+				// Say at once, not only at the first sync, when nftables is unusable.
+				if err := dataplane.ProbeNetlink(fam); err != nil {
+					log.Error(err, "nftables is not usable yet; the agent stays unready and retries (grant CAP_NET_ADMIN on a kernel with nf_tables, or use --dataplane=dry-run)")
+				}
+				continue
+			}
+			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelDataplane(dpOpts, nil))
 			if _, err := dataplane.Open(fam); err != nil {
 				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
 			}

@@ -65,6 +65,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--node-name=n", "--dataplane=ipvs"},
 		{"--node-name=n", "--min-sync-interval=0s"},
 		{"--node-name=n", "--ip-families="},
+		{"--node-name=n", "--nftables-backend=iptables"},
 	} {
 		f, err := parse(t, args...)
 		if err != nil {
@@ -73,6 +74,19 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		if err := run(t.Context(), nil, f, testr.New(t)); err == nil {
 			t.Errorf("%q: run accepted it", args)
 		}
+	}
+}
+
+func TestCleanupRejectsAnUnknownBackend(t *testing.T) {
+	f, err := parse(t, "--cleanup", "--nftables-backend=iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.backend != "iptables" || cleanup(t.Context(), f) == nil {
+		t.Errorf("cleanup through backend %q accepted", f.backend)
+	}
+	if g, _ := parse(t); g.backend != backendNetlink {
+		t.Errorf("default backend %q, want netlink", g.backend)
 	}
 }
 

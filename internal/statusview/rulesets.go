@@ -22,8 +22,9 @@ type Agent struct {
 
 // serviceRule matches the load-balancing rules of a Service port in the agent's IPv4 ruleset,
 // chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
-// through a "numgen random mod N" map, or a cascade of DNAT rules whose first is guarded by
-// "numgen random mod N" (the largest modulus is the endpoint count either way).
+// through a "numgen random mod N" map (named, as the agent writes it now, or inline), or a
+// cascade of DNAT rules whose first is guarded by "numgen random mod N", as older agents wrote
+// it (the largest modulus is the endpoint count each way).
 var (
 	serviceRule = regexp.MustCompile(`^add rule ip fleetslice svc-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) .*dnat`)
 	spread      = regexp.MustCompile(`numgen random mod (\d+)`)

@@ -11,6 +11,8 @@ func TestReadAgentCountsEndpointsPerServicePort(t *testing.T) {
 	ruleset := `add table ip fleetslice
 add chain ip fleetslice svc-N4UT23DAJPYZ-demo/api/tcp/grpc
 add rule ip fleetslice svc-N4UT23DAJPYZ-demo/api/tcp/grpc meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.2.1 . 9090 , 1 : 10.1.2.2 . 9090 }
+add rule ip fleetslice svc-Q7PNNJ3D4FDA-demo/cache/tcp/redis meta l4proto tcp dnat ip addr . port to numgen random mod 4 map @eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis
+add element ip fleetslice eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis { 0 : 10.1.4.1 . 6379 }
 add rule ip fleetslice svc-B2P2ODBOTS52-demo/web/tcp/http meta l4proto tcp dnat ip addr . port to 10.1.0.4 . 8080
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 3 == 0 meta l4proto tcp dnat ip to 10.1.3.1:5432
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.1.3.2:5432
@@ -21,7 +23,8 @@ add element ip fleetslice service-ips { 10.0.0.149 . tcp . 9090 : goto svc-N4UT2
 		t.Fatal(err)
 	}
 	a := ReadAgent("n", path)
-	if a.Err != nil || a.Endpoints["demo/api:grpc"] != 2 || a.Endpoints["demo/web:http"] != 1 || a.Endpoints["demo/db:sql"] != 3 || len(a.Endpoints) != 3 {
+	if a.Err != nil || a.Endpoints["demo/api:grpc"] != 2 || a.Endpoints["demo/web:http"] != 1 || a.Endpoints["demo/db:sql"] != 3 ||
+		a.Endpoints["demo/cache:redis"] != 4 || len(a.Endpoints) != 4 {
 		t.Fatalf("ReadAgent = %+v", a)
 	}
 	if missing := ReadAgent("n", filepath.Join(t.TempDir(), "none.nft")); missing.Err == nil {

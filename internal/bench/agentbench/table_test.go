@@ -53,9 +53,10 @@ func TestFreshRenderMatchesDataplaneRender(t *testing.T) {
 	}
 	c := want.counts()
 	// 120 Services: 120 service chains, 12 NodePort chains, 2 affinity Services x 10 endpoint
-	// chains, 13 fixed chains; 20 affinity sets and 6 fixed ones.
-	if c.Chains != 120+12+20+13 || c.Sets != 20+6 {
-		t.Errorf("counts %+v, want 165 chains and 26 sets", c)
+	// chains, 13 fixed chains; 20 affinity sets, 6 fixed sets and maps, one endpoint map per
+	// Service and one more for each of the 3 with externalTrafficPolicy: Local.
+	if c.Chains != 120+12+20+13 || c.Sets != 20+6+120+3 {
+		t.Errorf("counts %+v, want 165 chains and 149 sets and maps", c)
 	}
 }
 
@@ -89,8 +90,8 @@ func TestComparisonCatchesBrokenTables(t *testing.T) {
 			ls[i] = strings.Replace(ls[i], "goto svc-", "goto ext-", 1)
 			return ls
 		},
-		"endpoint address changed in a rule": func(ls []string) []string {
-			i := firstWith("add rule ip fleetslice svc-", "dnat", " 10.128.")
+		"endpoint address changed in a map": func(ls []string) []string {
+			i := firstWith("add element ip fleetslice eps-", " 10.128.")
 			ls[i] = strings.Replace(ls[i], " 10.128.", " 10.129.", 1)
 			return ls
 		},

@@ -1,0 +1,83 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+// scaleSizes are the table sizes the scale benchmarks program: FLEETSLICE_BENCH_SERVICES
+// (comma-separated) or 1,000, 10,000 and 50,000 Services of 10 endpoints.
+func scaleSizes(b *testing.B) []int {
+	spec := os.Getenv("FLEETSLICE_BENCH_SERVICES")
+	if spec == "" {
+		return []int{1000, 10000, 50000}
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("FLEETSLICE_BENCH_SERVICES: %q", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkKernelScale programs n Services into a scratch namespace through each backend
+// (FLEETSLICE_BENCH_BACKEND=nft or netlink for one; the cold sync is logged), then measures
+// incremental syncs of one change:
+// "endpoint" replaces one endpoint of one Service, "service" adds one new Service. The change
+// is the same at every size; what the sync costs should not depend on n.
+func BenchmarkKernelScale(b *testing.B) {
+	backends := kernelBackends
+	if only := os.Getenv("FLEETSLICE_BENCH_BACKEND"); only != "" {
+		backends = []string{only}
+	}
+	for _, backend := range backends {
+		for _, n := range scaleSizes(b) {
+			b.Run(fmt.Sprintf("%s/%d", backend, n), func(b *testing.B) {
+				requireKernel(b)
+				ns := enterNetns(b, newNetns(b, uniquePrefix(b), "scale"))
+				s, _ := openBackend(b, ns, backend, knftables.IPv4Family, Options{})
+				services := scaleServices(n, benchEndpoints)
+				start, cpu := time.Now(), startCPU()
+				kernelSync(b, s, ns, services, true)
+				b.Logf("%s, %d Services: cold sync %v, %.0f ms CPU", backend, n, time.Since(start), float64(cpuTime()-cpu.start)/1e6)
+				generation := 0
+				for _, change := range []string{"endpoint", "service"} {
+					b.Run(change, func(b *testing.B) {
+						var st Stats
+						cpu := startCPU()
+						for b.Loop() {
+							generation++
+							if change == "endpoint" {
+								victim := generation * 7919 % n
+								eps := services[victim].Ports[0].Endpoints
+								eps[generation%len(eps)].Addr = netip.AddrPortFrom(
+									netip.AddrFrom4([4]byte{10, 127, byte(generation >> 8), byte(generation)}), 8080)
+							} else {
+								services = append(services, Service{
+									Namespace: "added", Name: fmt.Sprintf("svc-%d", generation),
+									ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 200, byte(generation >> 8), byte(generation)})},
+									Ports:      []Port{{Name: "http", Protocol: TCP, Port: 80, Endpoints: scaleEndpoints(n+generation, benchEndpoints, 0)}},
+								})
+							}
+							if st = kernelSync(b, s, ns, services, false); st.Changed != 1 {
+								b.Fatalf("changed = %d", st.Changed)
+							}
+						}
+						cpu.report(b)
+						b.ReportMetric(float64(st.Operations), "ops/tx")
+					})
+				}
+			})
+		}
+	}
+}
