@@ -95,8 +95,8 @@ docker-push: ## Push the image archives in dist/ to the registries their referen
 	go run ./hack/image push --out dist
 
 .PHONY: build-installer
-build-installer: manifests kustomize ## Write dist/install.yaml, dist/broker.yaml and the Helm chart dist/chart with IMG and AGENT_IMG.
-	go run ./hack/installer --img $(IMG) --agent-img $(AGENT_IMG) --kustomize $(KUSTOMIZE) --out dist
+build-installer: manifests kustomize ## Write dist/install.yaml, dist/broker.yaml and the Helm chart dist/chart with IMG, AGENT_IMG and DNS_IMG.
+	go run ./hack/installer --img $(IMG) --agent-img $(AGENT_IMG) --dns-img $(DNS_IMG) --kustomize $(KUSTOMIZE) --out dist
 
 .PHONY: deploy
 deploy: build-installer ## Install dist/install.yaml into the cluster of the current kubeconfig context.

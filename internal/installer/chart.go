@@ -14,7 +14,8 @@ import (
 // values.yaml holds what install.yaml has. Rendered with default values it gives install.yaml's
 // objects (a test checks it object by object).
 
-// workload is a Deployment or DaemonSet whose settings the chart exposes under a values key.
+// workload is a Deployment or DaemonSet, told apart by its container, whose settings the chart
+// exposes under a values key.
 type workload struct {
 	kind, container, key string
 }
@@ -22,6 +23,7 @@ type workload struct {
 var workloads = []workload{
 	{"Deployment", ManagerContainer, "manager"},
 	{"DaemonSet", AgentContainer, "agent"},
+	{"Deployment", DNSContainer, "dns"},
 }
 
 // podSettings are pod spec fields users set per workload; containerSettings are the container's.
@@ -97,7 +99,7 @@ func templatize(obj *unstructured.Unstructured, values map[string]any, holes map
 		_ = unstructured.SetNestedSlice(obj.Object, subjects, "subjects")
 	}
 	for _, w := range workloads {
-		if obj.GetKind() != w.kind {
+		if obj.GetKind() != w.kind || !hasContainer(obj, w.container) {
 			continue
 		}
 		v := map[string]any{}
@@ -181,4 +183,15 @@ func splitImage(image string) (repo, tag string) {
 		return image[:colon], image[colon+1:]
 	}
 	return image, "latest"
+}
+
+// hasContainer reports whether a workload's pod template has a container named name.
+func hasContainer(obj *unstructured.Unstructured, name string) bool {
+	containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		if cm, ok := c.(map[string]any); ok && cm["name"] == name {
+			return true
+		}
+	}
+	return false
 }

@@ -25,6 +25,7 @@ import (
 const (
 	ManagerContainer = "manager"
 	AgentContainer   = "agent"
+	DNSContainer     = "dns"
 	// Namespace is where config/default installs fleetslice.
 	Namespace = "fleetslice-system"
 )
@@ -35,8 +36,8 @@ type Options struct {
 	Root string
 	// Kustomize is the kustomize binary.
 	Kustomize string
-	// ManagerImage and AgentImage are IMG and AGENT_IMG.
-	ManagerImage, AgentImage string
+	// ManagerImage, AgentImage and DNSImage are IMG, AGENT_IMG and DNS_IMG.
+	ManagerImage, AgentImage, DNSImage string
 }
 
 // Member returns every object of dist/install.yaml: the CRDs a member serves (mcs-api's, then
@@ -59,6 +60,9 @@ func Member(o Options) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	if err := setImage(objs, "DaemonSet", AgentContainer, o.AgentImage); err != nil {
+		return nil, err
+	}
+	if err := setImage(objs, "Deployment", DNSContainer, o.DNSImage); err != nil {
 		return nil, err
 	}
 	return objs, nil

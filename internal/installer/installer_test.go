@@ -17,6 +17,7 @@ import (
 const (
 	defaultManagerImage = "ghcr.io/fleetslice/manager:latest"
 	defaultAgentImage   = "ghcr.io/fleetslice/agent:latest"
+	defaultDNSImage     = "ghcr.io/fleetslice/dns:latest"
 )
 
 func repoRoot(t *testing.T) string {
@@ -43,7 +44,7 @@ func kustomizeBinary(t *testing.T, root string) string {
 
 func defaultOptions(t *testing.T) Options {
 	root := repoRoot(t)
-	return Options{Root: root, Kustomize: kustomizeBinary(t, root), ManagerImage: defaultManagerImage, AgentImage: defaultAgentImage}
+	return Options{Root: root, Kustomize: kustomizeBinary(t, root), ManagerImage: defaultManagerImage, AgentImage: defaultAgentImage, DNSImage: defaultDNSImage}
 }
 
 // TestDistIsUpToDate fails when config/ changed and dist/ was not rebuilt: what a user downloads
@@ -95,6 +96,8 @@ func TestInstallerHoldsEverything(t *testing.T) {
 		"ClusterRole/fleetslice-manager-role", "ClusterRole/fleetslice-agent-role",
 		"Deployment/fleetslice-controller-manager", "DaemonSet/fleetslice-agent",
 		"Service/fleetslice-controller-manager-metrics",
+		"Deployment/fleetslice-dns", "Service/fleetslice-dns", "ConfigMap/fleetslice-dns",
+		"ServiceAccount/fleetslice-dns", "ClusterRole/fleetslice-dns", "ClusterRoleBinding/fleetslice-dns",
 	} {
 		if have[want] == nil {
 			t.Errorf("install.yaml lacks %s", want)
@@ -104,6 +107,15 @@ func TestInstallerHoldsEverything(t *testing.T) {
 		containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 		if img := containers[0].(map[string]any)["image"]; img != defaultManagerImage {
 			t.Errorf("manager image %v, want %s", img, defaultManagerImage)
+		}
+	}
+	if d := have["Deployment/fleetslice-dns"]; d != nil {
+		containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		if img := containers[0].(map[string]any)["image"]; img != defaultDNSImage {
+			t.Errorf("fleetslice-dns image %v, want %s", img, defaultDNSImage)
+		}
+		if d.GetNamespace() != Namespace {
+			t.Errorf("fleetslice-dns in namespace %q, want %s", d.GetNamespace(), Namespace)
 		}
 	}
 	if role := have["ClusterRole/fleetslice-manager-role"]; role != nil {
