@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ControllerStats are one EndpointSlice controller's own counters over a phase, from its metrics
@@ -183,6 +184,20 @@ func scrape(ctx context.Context, url string) (exposition, error) {
 		}
 	}
 	return out, nil
+}
+
+// WaitForMetrics waits until a controller's metrics endpoint answers: a manager just started
+// serves it a moment later.
+func WaitForMetrics(ctx context.Context, url string, timeout time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, last = scrape(ctx, url)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not answer: %w (last: %v)", url, err, last)
+	}
+	return nil
 }
 
 var securePort = regexp.MustCompile(`--secure-port=(\d+)`)

@@ -200,7 +200,11 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 		}
 		err = errors.Join(err, proc.Stop(10*time.Second))
 	}()
-	if res.sides, err = e2ebench.NewSides(cs, "http://"+metricsAddr+"/metrics"); err != nil {
+	managerMetrics := "http://" + metricsAddr + "/metrics"
+	if err := e2ebench.WaitForMetrics(ctx, managerMetrics, time.Minute); err != nil {
+		return res, err
+	}
+	if res.sides, err = e2ebench.NewSides(cs, managerMetrics); err != nil {
 		return res, err
 	}
 	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}
