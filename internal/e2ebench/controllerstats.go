@@ -97,16 +97,30 @@ func (s statsSource) read(ctx context.Context) (ControllerStats, error) {
 
 // Sub returns the counters' growth from before to s.
 func (s ControllerStats) Sub(before ControllerStats) ControllerStats {
-	out := ControllerStats{
-		Syncs: s.Syncs - before.Syncs, Stale: s.Stale - before.Stale, Queued: s.Queued - before.Queued,
-		Deferred: s.Deferred - before.Deferred, SlicesChanged: s.SlicesChanged - before.SlicesChanged,
-		LimiterWait: s.LimiterWait - before.LimiterWait, LimitedRequests: s.LimitedRequests - before.LimitedRequests,
-		Unchanged: -1,
-	}
+	out := s.plus(before, -1)
 	if s.Unchanged >= 0 {
 		out.Unchanged = s.Unchanged - before.Unchanged
 	}
 	return out
+}
+
+// Add returns the counters of s and o together, as over two phases; the zero value starts a sum.
+func (s ControllerStats) Add(o ControllerStats) ControllerStats {
+	out := s.plus(o, 1)
+	if o.Unchanged >= 0 {
+		out.Unchanged = max(s.Unchanged, 0) + o.Unchanged
+	}
+	return out
+}
+
+// plus is s + k*o for every counter but Unchanged, which it leaves unknown for the caller.
+func (s ControllerStats) plus(o ControllerStats, k float64) ControllerStats {
+	return ControllerStats{
+		Syncs: s.Syncs + k*o.Syncs, Stale: s.Stale + k*o.Stale, Queued: s.Queued + k*o.Queued,
+		Deferred: s.Deferred + k*o.Deferred, SlicesChanged: s.SlicesChanged + k*o.SlicesChanged,
+		LimiterWait: s.LimiterWait + time.Duration(k*float64(o.LimiterWait)), LimitedRequests: s.LimitedRequests + k*o.LimitedRequests,
+		Unchanged: -1,
+	}
 }
 
 // exposition is every sample of a scrape, by metric name (histograms and summaries split into

@@ -105,7 +105,7 @@ func whyTable(results []settingResult) bench.Table {
 		for _, s := range res.sides {
 			var st e2ebench.ControllerStats
 			for _, p := range s.Rollouts {
-				st = add(st, p.Stats)
+				st = st.Add(p.Stats)
 			}
 			n := float64(len(s.Rollouts))
 			unchanged := "not exposed"
@@ -195,18 +195,6 @@ func pooledLatency(ps []e2ebench.Phase) e2ebench.Latencies {
 	var out e2ebench.Latencies
 	for _, p := range ps {
 		out = append(out, p.Latency...)
-	}
-	return out
-}
-
-func add(a, b e2ebench.ControllerStats) e2ebench.ControllerStats {
-	out := e2ebench.ControllerStats{
-		Syncs: a.Syncs + b.Syncs, Stale: a.Stale + b.Stale, Queued: a.Queued + b.Queued, Deferred: a.Deferred + b.Deferred,
-		SlicesChanged: a.SlicesChanged + b.SlicesChanged, LimiterWait: a.LimiterWait + b.LimiterWait,
-		LimitedRequests: a.LimitedRequests + b.LimitedRequests, Unchanged: -1,
-	}
-	if b.Unchanged >= 0 {
-		out.Unchanged = max(a.Unchanged, 0) + b.Unchanged
 	}
 	return out
 }
