@@ -55,9 +55,7 @@ func (s *streaming) runDue(w *world, to time.Time) {
 			continue
 		}
 		s.syncAt = time.Time{}
-		if at.After(w.clock) {
-			w.clock, w.store.now = at, at
-		}
+		w.moveClock(at)
 		w.sync()
 	}
 }

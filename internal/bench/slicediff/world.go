@@ -92,6 +92,11 @@ func newWorld(ctx context.Context, name string, nodes int) (*world, error) {
 // the syncs due before then run first, at their own times.
 func (w *world) advance(to time.Time) {
 	w.streaming.runDue(w, to)
+	w.moveClock(to)
+}
+
+// moveClock moves the scenario's clock, and the store's with it, forward to to.
+func (w *world) moveClock(to time.Time) {
 	if to.After(w.clock) {
 		w.clock = to
 		w.store.now = to
