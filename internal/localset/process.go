@@ -23,7 +23,12 @@ type Process struct {
 
 // StartProcess runs binary with args, its output going to <workdir>/logs/<name>.log.
 func (cs *ClusterSet) StartProcess(name, binary string, args ...string) (*Process, error) {
-	logDir := filepath.Join(cs.Workdir, "logs")
+	return StartProcess(filepath.Join(cs.Workdir, "logs"), name, binary, args...)
+}
+
+// StartProcess runs binary with args in its own process group, its output going to
+// <logDir>/<name>.log.
+func StartProcess(logDir, name, binary string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}

@@ -18,10 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/testenv"
 )
 
 // namespace holds every benchmarked Service and ServiceImport.
@@ -107,7 +107,7 @@ type server struct {
 // no log), and waits until both answer.
 func startServer(ctx context.Context, binary, dir string, cfg *rest.Config, probe map[string]string) (*server, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		return nil, err
 	}
 	port, err := freePort()
@@ -199,13 +199,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.LocalAddr().(*net.UDPAddr).Port, nil
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
-	kc.CurrentContext = "bench"
-	return clientcmd.WriteToFile(*kc, path)
 }
