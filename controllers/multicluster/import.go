@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,7 +108,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 		}
 		derived = nil
 	}
-	si, err := r.ensureServiceImport(ctx, key, merged, importplan.ClusterSetIPs(derived))
+	si, created, err := r.ensureServiceImport(ctx, key, merged, importplan.ClusterSetIPs(derived))
 	if err != nil || si == nil {
 		return reconcile.Result{}, err
 	}
@@ -131,16 +132,19 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	r.announceClusters(si, merged.Clusters, records)
 	status, changed := importplan.Status(si.Status, merged.Clusters, present, importplan.ReadyCondition(readiness, si.Generation))
 	if changed {
+		before := statusClusters(si)
 		si.Status = status
 		err := r.local.Status().Update(ctx, si)
 		localWrites.WithLabelValues("serviceimport-status", "update", result(err)).Inc()
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
 		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		r.announceClusters(si, before, merged.Clusters, records, created)
 	}
 	return reconcile.Result{}, nil
 }
@@ -162,7 +166,9 @@ func (r *importReconciler) records(ctx context.Context, key types.NamespacedName
 	return out, nil
 }
 
-func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.NamespacedName, merged merge.Result, ips []string) (*mcsv1beta1.ServiceImport, error) {
+// ensureServiceImport creates the ServiceImport or brings its labels and annotations up to date;
+// created tells which.
+func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.NamespacedName, merged merge.Result, ips []string) (_ *mcsv1beta1.ServiceImport, created bool, _ error) {
 	si := &mcsv1beta1.ServiceImport{}
 	err := r.local.Get(ctx, key, si)
 	if apierrors.IsNotFound(err) {
@@ -173,18 +179,18 @@ func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.Na
 		err := r.local.Create(ctx, si)
 		localWrites.WithLabelValues("serviceimport", "create", result(err)).Inc()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonImportCreated, "Import",
 			"Imported from the ClusterSet: exported by %v", merged.Clusters)
-		return si, nil
+		return si, true, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if si.DeletionTimestamp != nil {
 		// Its deletion's event brings us back once it is gone.
-		return nil, nil
+		return nil, false, nil
 	}
 	// Only the exported labels and annotations belong on a ServiceImport.
 	if !equality.Semantic.DeepEqual(si.Labels, merged.Labels) || !equality.Semantic.DeepEqual(si.Annotations, merged.Annotations) {
@@ -192,10 +198,10 @@ func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.Na
 		err := r.local.Update(ctx, si)
 		localWrites.WithLabelValues("serviceimport", "update", result(err)).Inc()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return si, nil
+	return si, false, nil
 }
 
 // ownerOf references the ServiceImport as the controller of what is derived from it.
@@ -209,29 +215,53 @@ func ownerOf(si *mcsv1beta1.ServiceImport) metav1.OwnerReference {
 	}
 }
 
-// announceClusters emits an event for each exporting cluster that joined or left the import.
-func (r *importReconciler) announceClusters(si *mcsv1beta1.ServiceImport, live []string, records []merge.Record) {
-	before := make([]string, 0, len(si.Status.Clusters))
-	for _, c := range si.Status.Clusters {
-		before = append(before, c.Cluster)
-	}
+// announceClusters emits one event per kind of change to the import's exporting clusters
+// (imported, withdrawn, unexported), each naming every cluster concerned. A ServiceImport just
+// created gets none for its first clusters: its ServiceImportCreated event names them. Called
+// once the status naming the new clusters is written, so that a retried write announces nothing
+// twice.
+func (r *importReconciler) announceClusters(si *mcsv1beta1.ServiceImport, before, live []string, records []merge.Record, created bool) {
+	var joined, withdrawn, unexported []string
 	for _, c := range live {
 		if !slices.Contains(before, c) {
-			r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonClusterImported, "Import", "Importing the endpoints of cluster %s", c)
+			joined = append(joined, c)
 		}
 	}
 	for _, c := range before {
-		if slices.Contains(live, c) {
-			continue
-		}
-		exported := slices.ContainsFunc(records, func(rec merge.Record) bool { return rec.ClusterID == c })
-		if exported {
-			r.recorder.Eventf(si, nil, corev1.EventTypeWarning, ReasonClusterWithdrawn, "Withdraw",
-				"Cluster %s's Lease in the broker has lapsed: its endpoints are withdrawn until it renews", c)
-		} else {
-			r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonClusterUnexported, "Withdraw", "Cluster %s no longer exports this Service", c)
+		switch {
+		case slices.Contains(live, c):
+		case slices.ContainsFunc(records, func(rec merge.Record) bool { return rec.ClusterID == c }):
+			withdrawn = append(withdrawn, c)
+		default:
+			unexported = append(unexported, c)
 		}
 	}
+	if len(joined) > 0 && !created {
+		r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonClusterImported, "Import", "Importing the endpoints of %s", clusterNames(joined))
+	}
+	if len(withdrawn) > 0 {
+		r.recorder.Eventf(si, nil, corev1.EventTypeWarning, ReasonClusterWithdrawn, "Withdraw",
+			"The Lease in the broker of %s has lapsed: endpoints withdrawn until it is renewed", clusterNames(withdrawn))
+	}
+	if len(unexported) > 0 {
+		r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonClusterUnexported, "Withdraw", "No longer exported by %s", clusterNames(unexported))
+	}
+}
+
+// clusterNames reads "cluster a" or "clusters a, b".
+func clusterNames(ids []string) string {
+	if len(ids) == 1 {
+		return "cluster " + ids[0]
+	}
+	return "clusters " + strings.Join(ids, ", ")
+}
+
+func statusClusters(si *mcsv1beta1.ServiceImport) []string {
+	out := make([]string, 0, len(si.Status.Clusters))
+	for _, c := range si.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	return out
 }
 
 // teardown removes the ServiceImport of a Service no cluster exports any more, with its

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -32,6 +33,11 @@ const (
 	DefaultBrokerWriteTimeout      = 15 * time.Second
 	DefaultMaxRetryDelay           = 10 * time.Second
 	DefaultLeaveTimeout            = 15 * time.Second
+	// DefaultBrokerQPS and DefaultBrokerBurst limit one member's requests to the broker. A bulk
+	// sync (a member joining, every manager restarting after an upgrade) writes two objects per
+	// export there; see docs/multicluster.md for the measurements behind these values.
+	DefaultBrokerQPS   float32 = 100
+	DefaultBrokerBurst         = 200
 )
 
 // Options configure the multi-cluster controllers of one member.
@@ -59,6 +65,11 @@ type Options struct {
 	// BrokerWriteTimeout bounds each broker write, so an unreachable broker fails a reconcile
 	// instead of holding a worker; default 15s.
 	BrokerWriteTimeout time.Duration
+	// BrokerQPS and BrokerBurst limit this member's requests to the broker (below 0: no limit);
+	// defaults DefaultBrokerQPS and DefaultBrokerBurst. The Lease renewer has a limiter of its
+	// own, so a bulk sync never delays a renewal.
+	BrokerQPS   float32
+	BrokerBurst int
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
@@ -77,6 +88,13 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.RenewInterval, "cluster-lease-renew-interval", 0, "how often the Lease is renewed (default a third of the lease duration)")
 	fs.BoolVar(&o.LeaveOnShutdown, "leave-on-shutdown", false,
 		"delete this member's records and Lease from the broker when the manager stops (for decommissioning, not restarts)")
+	fs.Func("broker-api-qps", fmt.Sprintf("requests per second to the broker's API server (below 0: no limit; default %v); the Lease renewer has its own limit", DefaultBrokerQPS),
+		func(s string) error {
+			v, err := strconv.ParseFloat(s, 32)
+			o.BrokerQPS = float32(v)
+			return err
+		})
+	fs.IntVar(&o.BrokerBurst, "broker-api-burst", DefaultBrokerBurst, "burst of requests to the broker's API server above --broker-api-qps")
 	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", DefaultMaxConcurrentReconciles,
 		"workers of each multi-cluster controller")
 }
@@ -105,6 +123,12 @@ func (o Options) withDefaults() Options {
 	if o.MaxRetryDelay == 0 {
 		o.MaxRetryDelay = DefaultMaxRetryDelay
 	}
+	if o.BrokerQPS == 0 {
+		o.BrokerQPS = DefaultBrokerQPS
+	}
+	if o.BrokerBurst == 0 {
+		o.BrokerBurst = DefaultBrokerBurst
+	}
 	return o
 }
 
@@ -118,6 +142,9 @@ func (o Options) validate() error {
 	}
 	if o.RenewInterval <= 0 || o.RenewInterval >= o.LeaseDuration {
 		errs = append(errs, fmt.Errorf("renew interval %s must be positive and shorter than the lease duration %s", o.RenewInterval, o.LeaseDuration))
+	}
+	if o.BrokerQPS > 0 && o.BrokerBurst < 1 {
+		errs = append(errs, fmt.Errorf("broker burst %d must be at least 1 when the broker QPS (%v) is limited", o.BrokerBurst, o.BrokerQPS))
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent reconciles %d must be at least 1", o.MaxConcurrentReconciles))

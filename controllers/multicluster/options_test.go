@@ -16,7 +16,8 @@ import (
 func TestOptionsDefaultsAndValidation(t *testing.T) {
 	got := Options{BrokerConfig: &rest.Config{}}.withDefaults()
 	if got.LeaseDuration != DefaultLeaseDuration || got.RenewInterval != DefaultLeaseDuration/3 ||
-		got.BrokerNamespace == "" || got.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles {
+		got.BrokerNamespace == "" || got.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles ||
+		got.BrokerQPS != DefaultBrokerQPS || got.BrokerBurst != DefaultBrokerBurst {
 		t.Fatalf("defaults %+v", got)
 	}
 	if err := got.validate(); err != nil {
@@ -31,6 +32,7 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		{"sub-second lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 500 * time.Millisecond}, "resolution"},
 		{"renewing slower than the lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 3 * time.Second, RenewInterval: 3 * time.Second}, "renew interval"},
 		{"no workers", Options{BrokerConfig: &rest.Config{}, MaxConcurrentReconciles: -1}, "concurrent"},
+		{"limited broker QPS without a burst", Options{BrokerConfig: &rest.Config{}, BrokerQPS: 10, BrokerBurst: -1}, "broker burst"},
 	}
 	for _, tc := range tests {
 		err := tc.opts.withDefaults().validate()
@@ -47,12 +49,14 @@ func TestBindFlags(t *testing.T) {
 	if opts.Enabled() {
 		t.Fatal("no broker given, yet enabled")
 	}
-	err := fs.Parse([]string{"--cluster-id=east", "--broker-kubeconfig=/k", "--cluster-lease-duration=9s", "--leave-on-shutdown"})
+	err := fs.Parse([]string{"--cluster-id=east", "--broker-kubeconfig=/k", "--cluster-lease-duration=9s", "--leave-on-shutdown",
+		"--broker-api-qps=-1", "--broker-api-burst=7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts = opts.withDefaults()
-	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.RenewInterval != 3*time.Second || !opts.LeaveOnShutdown {
+	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.RenewInterval != 3*time.Second || !opts.LeaveOnShutdown ||
+		opts.BrokerQPS != -1 || opts.BrokerBurst != 7 {
 		t.Fatalf("parsed %+v", opts)
 	}
 	if err := opts.validate(); err != nil {

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 )
 
@@ -42,6 +44,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 		opts.BrokerConfig = cfg
 	}
+	// Each client gets its own copy and limiter: the cached client's bulk writes must not queue
+	// the Lease renewals that keep this member alive in its peers' eyes.
+	cachedConfig, directConfig := rest.CopyConfig(opts.BrokerConfig), rest.CopyConfig(opts.BrokerConfig)
+	if err := apiclient.Throttle(cachedConfig, "broker", opts.BrokerQPS, opts.BrokerBurst); err != nil {
+		return err
+	}
+	if err := apiclient.Throttle(directConfig, "broker-lease", opts.BrokerQPS, opts.BrokerBurst); err != nil {
+		return err
+	}
 	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
 	if err != nil {
 		return err
@@ -52,7 +63,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	brokerCluster, err := cluster.New(opts.BrokerConfig, func(o *cluster.Options) {
+	brokerCluster, err := cluster.New(cachedConfig, func(o *cluster.Options) {
 		o.Scheme = brokerScheme
 		o.Logger = log.WithName("broker")
 		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.BrokerNamespace: {}}
@@ -67,7 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("field indexes: %w", err)
 	}
 	// Leaving must work while the manager's caches shut down, so it reads the broker directly.
-	direct, err := client.New(opts.BrokerConfig, client.Options{Scheme: brokerScheme})
+	direct, err := client.New(directConfig, client.Options{Scheme: brokerScheme})
 	if err != nil {
 		return fmt.Errorf("broker client: %w", err)
 	}

@@ -151,3 +151,49 @@ func (cs *ClusterSet) componentsRunning() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ResidentBytes returns a process's resident set size, 0 if it cannot be read.
+func ResidentBytes(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// CPUTime returns the CPU time (user and system) a process has used so far, 0 if it cannot be
+// read.
+func CPUTime(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; the fields after it start past its ')'.
+	end := strings.LastIndexByte(string(raw), ')')
+	if end < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(raw)[end+1:])
+	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}

@@ -23,7 +23,6 @@ const (
 type conflictDescriber struct {
 	oldest   string
 	service  string
-	exports  int
 	reason   string
 	prefixes [2]string // [0] for the oldest export, [1] for every other one
 	// portDiffering[0] tells the oldest export, [1] an export with the oldest's ports, which
@@ -46,7 +45,6 @@ type describedField struct {
 
 func newConflictDescriber(
 	oldest *Record,
-	exports int,
 	reasons []mcsv1beta1.ServiceExportConditionReason,
 	ports unitedPorts,
 	fields map[mcsv1beta1.ServiceExportConditionReason]*fieldConflict,
@@ -54,7 +52,6 @@ func newConflictDescriber(
 	d := &conflictDescriber{
 		oldest:    oldest.ClusterID,
 		service:   oldest.ServiceNamespace + "/" + oldest.ServiceName,
-		exports:   exports,
 		reasons:   reasons,
 		differing: ports.differing,
 	}
@@ -116,11 +113,9 @@ func newConflictDescriber(
 // values and whose values are used instead.
 func (d *conflictDescriber) describe(cluster string) ClusterConflict {
 	if len(d.reasons) == 0 {
-		message := fmt.Sprintf("No conflicts among the %d exports of %s", d.exports, d.service)
-		if d.exports == 1 {
-			message = "No conflicts: this is the only export of " + d.service
-		}
-		return ClusterConflict{Cluster: cluster, Reason: d.reason, Message: message}
+		// The same words however many clusters export: a peer exporting (say, every member of a
+		// ClusterSet starting at once) must not rewrite every export's status.
+		return ClusterConflict{Cluster: cluster, Reason: d.reason, Message: "No conflicts among the exports of " + d.service}
 	}
 
 	reader := 1

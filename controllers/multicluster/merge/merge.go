@@ -151,7 +151,7 @@ func Merge(records []Record) Result {
 	}
 	slices.Sort(result.Clusters)
 
-	describer := newConflictDescriber(oldest, len(ordered), result.Reasons, ports, fieldConflicts)
+	describer := newConflictDescriber(oldest, result.Reasons, ports, fieldConflicts)
 	result.Conflicts = make([]ClusterConflict, len(result.Clusters))
 	for i, cluster := range result.Clusters {
 		result.Conflicts[i] = describer.describe(cluster)

@@ -256,8 +256,13 @@ func TestMergeSingleExportCopiesItsFields(t *testing.T) {
 	if cond.Type != "Conflict" || cond.Status != metav1.ConditionFalse || cond.Reason != "NoConflicts" {
 		t.Fatalf("condition = %+v, want Conflict=False NoConflicts", cond)
 	}
-	if !strings.Contains(cond.Message, "only export of shop/cart") {
-		t.Fatalf("message %q does not say it is the only export", cond.Message)
+	// A second, agreeing export must leave the first one's condition as it was, or every peer
+	// that exports rewrites every export's status.
+	second := only
+	second.ClusterID = "peer"
+	withPeer, _ := Merge([]Record{only, second}).ConflictFor("solo")
+	if after := withPeer.Condition(); after != cond {
+		t.Fatalf("condition changed from %+v to %+v when an agreeing peer exported", cond, after)
 	}
 }
 

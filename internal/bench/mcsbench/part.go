@@ -26,6 +26,12 @@ type settings struct {
 	changeEvery time.Duration
 	timeout     time.Duration
 	seed        uint64
+	// fleetMembers are the sizes of the light-member ClusterSets, each exporting fleetServices
+	// Services per member; fleetOnly skips the kwok ClusterSets.
+	fleetMembers  []int
+	fleetServices int
+	fleetOnly     bool
+	managerArgs   []string
 }
 
 var (
@@ -33,6 +39,13 @@ var (
 	// Quick measures one small size: every extra size costs a whole ClusterSet.
 	quickServices = []int{20}
 	quickLease    = 4 * time.Second
+	fullFleet     = []int{3, 10}
+	quickFleet    = []int{3}
+)
+
+const (
+	fullFleetServices  = 1000
+	quickFleetServices = 30
 )
 
 // Part is the `multicluster` benchmark.
@@ -51,6 +64,12 @@ func Part() bench.Part {
 			fs.DurationVar(&o.lease, "multicluster-lease-duration", o.lease, "multicluster part: members' --cluster-lease-duration")
 			fs.BoolVar(&o.headless, "multicluster-headless", false, "multicluster part: export headless Services instead of ClusterSetIP ones")
 			fs.DurationVar(&o.changeEvery, "multicluster-change-interval", o.changeEvery, "multicluster part: pause between two scale-ups")
+			fs.IntSliceVar(&o.fleetMembers, "multicluster-fleet-members", nil,
+				fmt.Sprintf("multicluster part: members of each light ClusterSet (etcd and kube-apiserver only; default %v, %v with --quick)", fullFleet, quickFleet))
+			fs.IntVar(&o.fleetServices, "multicluster-fleet-services", 0,
+				fmt.Sprintf("multicluster part: exported Services per light member (default %d, %d with --quick)", fullFleetServices, quickFleetServices))
+			fs.BoolVar(&o.fleetOnly, "multicluster-fleet-only", false, "multicluster part: run only the light ClusterSets")
+			fs.StringSliceVar(&o.managerArgs, "multicluster-manager-args", nil, "multicluster part: extra flags for every light member's manager (tuned runs; the headline runs use none)")
 			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
@@ -70,6 +89,16 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 	}
 	if _, err := env.Binary("manager"); err != nil {
 		return nil, err
+	}
+	fleetMembers, fleetServices := o.fleetMembers, o.fleetServices
+	if len(fleetMembers) == 0 {
+		fleetMembers = map[bool][]int{false: fullFleet, true: quickFleet}[env.Quick]
+	}
+	if fleetServices == 0 {
+		fleetServices = map[bool]int{false: fullFleetServices, true: quickFleetServices}[env.Quick]
+	}
+	if o.fleetOnly {
+		services = nil
 	}
 	var runs []run
 	for _, n := range services {
@@ -94,7 +123,21 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		}
 		runs = append(runs, run{services: n, samples: min(samples, n), result: res})
 	}
-	return o.report(nodes, lease, runs), nil
+	var fleets []*fleetResult
+	manager, _ := env.Binary("manager")
+	for _, members := range fleetMembers {
+		env.Logf("multicluster: %d light members x %d exported Services", members, fleetServices)
+		res, err := measureFleet(ctx, fleetOptions{
+			members: members, services: fleetServices, samples: min(samples, fleetServices), joinSamples: min(25, fleetServices),
+			lease: lease, changeEvery: o.changeEvery, restartQuiet: 15 * time.Second, timeout: env.PhaseTimeout(o.timeout),
+			managerArgs: o.managerArgs, manager: manager, log: env.Log, seed: o.seed,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%d light members: %w", members, err)
+		}
+		fleets = append(fleets, res)
+	}
+	return o.report(nodes, lease, runs, fleets), nil
 }
 
 type run struct {
@@ -102,7 +145,7 @@ type run struct {
 	result            *e2ebench.MCSResult
 }
 
-func (o *settings) report(nodes int, lease time.Duration, runs []run) *bench.Report {
+func (o *settings) report(nodes int, lease time.Duration, runs []run, fleets []*fleetResult) *bench.Report {
 	kind := "ClusterSetIP"
 	if o.headless {
 		kind = "Headless"
@@ -143,15 +186,23 @@ func (o *settings) report(nodes int, lease time.Duration, runs []run) *bench.Rep
 		}
 		r.Checks = append(r.Checks, checks(run)...)
 	}
-	r.Tables = []bench.Table{prop, withdraw}
-	r.Notes = []string{
-		"\"From watch\" starts when our own watch in the first member saw the Pod Ready: a lower bound. \"From " +
-			"condition\" starts at the Pod's Ready lastTransitionTime, which the API keeps in whole seconds: an upper " +
-			"bound, up to a second above the truth. A pair is (sampled Service, other member).",
-		"A member notices a lost peer at its own first renewal after the peer's Lease expired, so detection " +
-			"takes up to one renew interval; the rest is deleting the imported slices.",
-		"No other multi-cluster services implementation runs beside fleetslice here; these figures stand on their own.",
+	if len(runs) > 0 {
+		r.Tables = []bench.Table{prop, withdraw}
+		r.Notes = []string{
+			"\"From watch\" starts when our own watch in the first member saw the Pod Ready: a lower bound. \"From " +
+				"condition\" starts at the Pod's Ready lastTransitionTime, which the API keeps in whole seconds: an upper " +
+				"bound, up to a second above the truth. A pair is (sampled Service, other member).",
+			"A member notices a lost peer at its own first renewal after the peer's Lease expired, so detection " +
+				"takes up to one renew interval; the rest is deleting the imported slices.",
+		}
 	}
+	if len(fleets) > 0 {
+		fleetTabs, fleetChecks := fleetTables(fleets)
+		r.Tables = append(r.Tables, fleetTabs...)
+		r.Checks = append(r.Checks, fleetChecks...)
+		r.Notes = append(r.Notes, fleetNote(lease, o.managerArgs))
+	}
+	r.Notes = append(r.Notes, "No other multi-cluster services implementation runs beside fleetslice here; these figures stand on their own.")
 	return r
 }
 

@@ -49,7 +49,7 @@ func TestChecksFlagBrokenResults(t *testing.T) {
 
 func TestReportTables(t *testing.T) {
 	o := &settings{clusters: 3, changeEvery: 200 * time.Millisecond}
-	r := o.report(9, 10*time.Second, []run{sampleRun(0, e2ebench.Withdrawal{Member: "cluster-1", SlicesBefore: 100, FirstAfterExpiry: time.Second, AfterExpiry: 3 * time.Second})})
+	r := o.report(9, 10*time.Second, []run{sampleRun(0, e2ebench.Withdrawal{Member: "cluster-1", SlicesBefore: 100, FirstAfterExpiry: time.Second, AfterExpiry: 3 * time.Second})}, nil)
 	prop := r.Tables[0].Rows[0]
 	if prop[0] != "100" || prop[1] != "2" || prop[4] != "20 ms" || prop[6] != "40 ms" || prop[9] != "900 ms" {
 		t.Fatalf("propagation row = %v", prop)

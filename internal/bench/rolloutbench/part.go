@@ -263,14 +263,14 @@ func measureMemory(ctx context.Context, cs *localset.ClusterSet, sides []e2ebenc
 		procs = append(procs, process{row: memoryRow{process: "kube-controller-manager", cluster: sides[i].Cluster, role: role}, pid: pid})
 	}
 	for i := range procs {
-		procs[i].row.afterRollout = e2ebench.ResidentBytes(procs[i].pid)
+		procs[i].row.afterRollout = localset.ResidentBytes(procs[i].pid)
 	}
 	if err := e2ebench.Scale(ctx, cs, sides, pods, opts); err != nil {
 		return nil, err
 	}
 	out := &memory{}
 	for _, p := range procs {
-		p.row.atScale = e2ebench.ResidentBytes(p.pid)
+		p.row.atScale = localset.ResidentBytes(p.pid)
 		if p.row.afterRollout == 0 || p.row.atScale == 0 {
 			return nil, fmt.Errorf("cannot read the resident memory of %s (pid %d) in %s", p.row.process, p.pid, p.row.cluster)
 		}
