@@ -12,3 +12,13 @@ const (
 	// LabelServiceName carries the name of the exported Service.
 	LabelServiceName = "fleetslice.io/service-name"
 )
+
+// AnnotationTrafficDistribution on a ServiceExport sets the Service's preference across the
+// ClusterSet until the MCS API has a field for it. Its values follow the PreferSame* naming of
+// the Service's trafficDistribution (KEP-3015), as the cluster-selection proposal (KEP-5939)
+// leaves the name open; other values are carried and merged but mean no preference.
+const AnnotationTrafficDistribution = "fleetslice.io/traffic-distribution"
+
+// PreferSameCluster asks that clients be served by endpoints of their own cluster as long as
+// those are not overloaded beyond the topology overload threshold.
+const PreferSameCluster = "PreferSameCluster"

@@ -68,6 +68,13 @@ type ServiceExportRecordSpec struct {
 	// +optional
 	TrafficDistribution *string `json:"trafficDistribution,omitempty"`
 
+	// clusterTrafficDistribution is the ServiceExport's fleetslice.io/traffic-distribution
+	// annotation: the exporter's preference for where clients across the ClusterSet are
+	// served (PreferSameCluster), merged across exporters like trafficDistribution.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ClusterTrafficDistribution *string `json:"clusterTrafficDistribution,omitempty"`
+
 	// exportedLabels are the ServiceExport's spec.exportedLabels.
 	// +optional
 	ExportedLabels map[string]string `json:"exportedLabels,omitempty"`

@@ -99,6 +99,11 @@ func (in *ServiceExportRecordSpec) DeepCopyInto(out *ServiceExportRecordSpec) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.ClusterTrafficDistribution != nil {
+		in, out := &in.ClusterTrafficDistribution, &out.ClusterTrafficDistribution
+		*out = new(string)
+		**out = **in
+	}
 	if in.ExportedLabels != nil {
 		in, out := &in.ExportedLabels, &out.ExportedLabels
 		*out = make(map[string]string, len(*in))

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 )
 
 // fieldConflict records that some exports differ from the oldest on a whole-Service field.
@@ -84,6 +86,19 @@ var scalarFields = []scalarField{
 		},
 		show: func(r *Record) string {
 			if v := stringOrEmpty(r.TrafficDistribution); v != "" {
+				return strconv.Quote(v)
+			}
+			return "unset"
+		},
+	},
+	{
+		reason: ReasonClusterTrafficDistributionConflict,
+		field:  "annotation " + v1alpha1.AnnotationTrafficDistribution,
+		equal: func(a, b *Record) bool {
+			return stringOrEmpty(a.ClusterTrafficDistribution) == stringOrEmpty(b.ClusterTrafficDistribution)
+		},
+		show: func(r *Record) string {
+			if v := stringOrEmpty(r.ClusterTrafficDistribution); v != "" {
 				return strconv.Quote(v)
 			}
 			return "unset"

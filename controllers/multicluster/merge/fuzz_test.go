@@ -65,6 +65,7 @@ func (s *byteSource) record() Record {
 		nil, ptr.To(corev1.ServiceInternalTrafficPolicyCluster), ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
 	}[s.pick(3)]
 	r.TrafficDistribution = []*string{nil, ptr.To(""), ptr.To("PreferClose")}[s.pick(3)]
+	r.ClusterTrafficDistribution = []*string{nil, ptr.To(""), ptr.To("PreferSameCluster"), ptr.To("Other")}[s.pick(4)]
 	sets := []map[string]string{nil, {}, {"k": "1"}, {"k": "2"}}
 	r.ExportedLabels = sets[s.pick(len(sets))]
 	r.ExportedAnnotations = sets[s.pick(len(sets))]
@@ -100,6 +101,7 @@ func FuzzMerge(f *testing.F) {
 		checkOldestWins(t, records, result)
 		checkPorts(t, records, result)
 		checkPortConflictIffSetsDiffer(t, records, result)
+		checkClusterPreference(t, records, result)
 
 		for _, r := range records {
 			if single := Merge([]Record{r}); len(single.Reasons) != 0 || single.Conflicts[0].Conflict {
@@ -189,6 +191,7 @@ func checkOldestWins(t *testing.T, records []Record, result Result) {
 			slices.Equal(r.IPFamilies, result.Spec.IPFamilies) &&
 			reflect.DeepEqual(r.InternalTrafficPolicy, result.Spec.InternalTrafficPolicy) &&
 			reflect.DeepEqual(r.TrafficDistribution, result.Spec.TrafficDistribution) &&
+			stringOrEmpty(r.ClusterTrafficDistribution) == result.ClusterTrafficDistribution &&
 			maps.Equal(r.ExportedLabels, result.Labels) &&
 			maps.Equal(r.ExportedAnnotations, result.Annotations) {
 			return
@@ -281,5 +284,29 @@ func checkPortConflictIffSetsDiffer(t *testing.T, records []Record, result Resul
 	}
 	if got := slices.Contains(result.Reasons, mcsv1beta1.ServiceExportReasonPortConflict); got != want {
 		t.Fatalf("PortConflict = %v, want %v (ports differ from the oldest's): %+v", got, want, records)
+	}
+}
+
+// checkClusterPreference asserts that ClusterTrafficDistributionConflict is raised exactly when
+// some export's fleetslice.io/traffic-distribution differs from the oldest's, and that the
+// merged preference is a PreferSameCluster only when the oldest export asks for it.
+func checkClusterPreference(t *testing.T, records []Record, result Result) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range records {
+		if seen[r.ClusterID] {
+			return // which record of a duplicated cluster takes part is Merge's choice
+		}
+		seen[r.ClusterID] = true
+	}
+	oldest := slices.MinFunc(records, func(a, b Record) int { return compareAge(&a, &b) })
+	want := slices.ContainsFunc(records, func(r Record) bool {
+		return stringOrEmpty(r.ClusterTrafficDistribution) != stringOrEmpty(oldest.ClusterTrafficDistribution)
+	})
+	if got := slices.Contains(result.Reasons, ReasonClusterTrafficDistributionConflict); got != want {
+		t.Fatalf("ClusterTrafficDistributionConflict = %v, want %v: %+v", got, want, records)
+	}
+	if result.PrefersSameCluster() != (stringOrEmpty(oldest.ClusterTrafficDistribution) == "PreferSameCluster") {
+		t.Fatalf("PrefersSameCluster = %v for the oldest's %q", result.PrefersSameCluster(), stringOrEmpty(oldest.ClusterTrafficDistribution))
 	}
 }

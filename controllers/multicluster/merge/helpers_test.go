@@ -94,3 +94,12 @@ func reasonsOf(result Result) []string {
 	}
 	return out
 }
+
+func clusterDistribution(d string) func(*Record) {
+	return func(r *Record) {
+		r.ClusterTrafficDistribution = nil
+		if d != "" {
+			r.ClusterTrafficDistribution = &d
+		}
+	}
+}

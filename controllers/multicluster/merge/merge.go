@@ -15,6 +15,11 @@
 //     export differs from the oldest. Unset values compare equal to the API defaults (None
 //     affinity, Cluster policy, TCP), and ipFamilies compare as sets: [IPv4, IPv6] and
 //     [IPv6, IPv4] reach the same backends, so they do not conflict; the oldest's order is used.
+//   - The ServiceExport annotation fleetslice.io/traffic-distribution (PreferSameCluster asks
+//     that clients stay in their own cluster while its endpoints are within the overload
+//     bound) merges the same way: the oldest export's value, compared as written (absent and
+//     empty are one value), with ClusterTrafficDistributionConflict when exports differ. The
+//     MCS API has no field for it, so it is carried in Result.ClusterTrafficDistribution.
 //   - A conflicting field is reported on every export of the Service, the oldest included, as
 //     KEP-1645 asks ("set on all ServiceExports for the conflicted service") and as the MCS
 //     conformance suite checks. Every export therefore carries the same comma-joined reasons,
@@ -51,8 +56,14 @@ var ConflictReasonOrder = []mcsv1beta1.ServiceExportConditionReason{
 	mcsv1beta1.ServiceExportReasonAnnotationsConflict,
 	mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
 	mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
+	ReasonClusterTrafficDistributionConflict,
 	mcsv1beta1.ServiceExportReasonIPFamilyConflict,
 }
+
+// ReasonClusterTrafficDistributionConflict is raised when exporters' fleetslice.io/traffic-distribution
+// annotations differ. The MCS API defines no reason for a field it does not have, so the name
+// follows its <Field>Conflict pattern.
+const ReasonClusterTrafficDistributionConflict mcsv1beta1.ServiceExportConditionReason = "ClusterTrafficDistributionConflict"
 
 // Result is the merged view of all exports of one Service.
 type Result struct {
@@ -62,6 +73,9 @@ type Result struct {
 	// Labels and Annotations are the oldest export's exportedLabels and exportedAnnotations.
 	Labels      map[string]string
 	Annotations map[string]string
+	// ClusterTrafficDistribution is the oldest export's fleetslice.io/traffic-distribution
+	// annotation, empty when it has none; see PrefersSameCluster.
+	ClusterTrafficDistribution string
 	// Clusters lists every exporting cluster once, ascending.
 	Clusters []string
 	// OldestCluster is the cluster whose export wins the conflicts.
@@ -100,6 +114,13 @@ func (c ClusterConflict) Condition() metav1.Condition {
 	}
 }
 
+// PrefersSameCluster reports whether the merged exports ask clients to stay in their own
+// cluster. Any other value, including a misspelt one, means no preference: the Service then
+// behaves as without the annotation rather than as something the user did not ask for.
+func (r Result) PrefersSameCluster() bool {
+	return r.ClusterTrafficDistribution == v1alpha1.PreferSameCluster
+}
+
 // ConflictFor returns the Conflict data of cluster's export, if that cluster exports.
 func (r Result) ConflictFor(cluster string) (ClusterConflict, bool) {
 	i, found := slices.BinarySearchFunc(r.Conflicts, cluster, func(c ClusterConflict, id string) int {
@@ -129,10 +150,11 @@ func Merge(records []Record) Result {
 			InternalTrafficPolicy: clonePointer(oldest.InternalTrafficPolicy),
 			TrafficDistribution:   clonePointer(oldest.TrafficDistribution),
 		},
-		Labels:           cloneNonEmptyMap(oldest.ExportedLabels),
-		Annotations:      cloneNonEmptyMap(oldest.ExportedAnnotations),
-		OldestCluster:    oldest.ClusterID,
-		DuplicateRecords: duplicates,
+		Labels:                     cloneNonEmptyMap(oldest.ExportedLabels),
+		Annotations:                cloneNonEmptyMap(oldest.ExportedAnnotations),
+		ClusterTrafficDistribution: stringOrEmpty(oldest.ClusterTrafficDistribution),
+		OldestCluster:              oldest.ClusterID,
+		DuplicateRecords:           duplicates,
 	}
 
 	ports := unitePorts(ordered)

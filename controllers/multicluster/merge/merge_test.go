@@ -142,6 +142,49 @@ func TestMergeWholeServiceFields(t *testing.T) {
 			wantMessages: map[string][]string{"b": {`this export has "PreferClose", but unset from cluster "a" is used`}},
 		},
 		{
+			name: "the oldest export's cluster preference is used",
+			records: []Record{
+				record("a", 0, clusterDistribution("PreferSameCluster")),
+				record("b", 1, clusterDistribution("PreferSameCluster")),
+			},
+			check: func(t *testing.T, r Result) {
+				if r.ClusterTrafficDistribution != "PreferSameCluster" || !r.PrefersSameCluster() {
+					t.Errorf("cluster traffic distribution = %q, want PreferSameCluster", r.ClusterTrafficDistribution)
+				}
+			},
+		},
+		{
+			name:        "exporters disagree on the cluster preference: the oldest wins, with a conflict",
+			records:     []Record{record("a", 0), record("b", 1, clusterDistribution("PreferSameCluster"))},
+			wantReasons: []string{"ClusterTrafficDistributionConflict"},
+			check: func(t *testing.T, r Result) {
+				if r.ClusterTrafficDistribution != "" || r.PrefersSameCluster() {
+					t.Errorf("cluster traffic distribution = %q, want unset", r.ClusterTrafficDistribution)
+				}
+			},
+			wantMessages: map[string][]string{
+				"b": {`annotation fleetslice.io/traffic-distribution: this export has "PreferSameCluster", but unset from cluster "a" is used`},
+				"a": {`annotation fleetslice.io/traffic-distribution: unset from this export is used; cluster "b" differs`},
+			},
+		},
+		{
+			name:    "an empty cluster preference is no preference",
+			records: []Record{record("a", 0, clusterDistribution("")), record("b", 1)},
+		},
+		{
+			name: "an unknown cluster preference is carried, but prefers nothing",
+			records: []Record{
+				record("a", 0, clusterDistribution("PreferSameClutser")),
+				record("b", 1, clusterDistribution("PreferSameCluster")),
+			},
+			wantReasons: []string{"ClusterTrafficDistributionConflict"},
+			check: func(t *testing.T, r Result) {
+				if r.ClusterTrafficDistribution != "PreferSameClutser" || r.PrefersSameCluster() {
+					t.Errorf("cluster traffic distribution = %q (prefers %v)", r.ClusterTrafficDistribution, r.PrefersSameCluster())
+				}
+			},
+		},
+		{
 			name:        "single stack against dual stack",
 			records:     []Record{record("a", 0), record("b", 1, families(corev1.IPv4Protocol, corev1.IPv6Protocol))},
 			wantReasons: []string{"IPFamilyConflict"},
@@ -169,12 +212,12 @@ func TestMergeWholeServiceFields(t *testing.T) {
 				record("a", 0),
 				record("b", 1, ports(tcp("http", 8080)), headless, clientIPAffinity(ptr.To[int32](5)), labels("x", "y"),
 					annotations("x", "y"), trafficPolicy(ptr.To(corev1.ServiceInternalTrafficPolicyLocal)),
-					distribution(ptr.To("PreferClose")), families(corev1.IPv6Protocol)),
+					distribution(ptr.To("PreferClose")), clusterDistribution("PreferSameCluster"), families(corev1.IPv6Protocol)),
 			},
 			wantReasons: []string{
 				"PortConflict", "TypeConflict", "SessionAffinityConflict", "SessionAffinityConfigConflict",
 				"LabelsConflict", "AnnotationsConflict", "InternalTrafficPolicyConflict",
-				"TrafficDistributionConflict", "IPFamilyConflict",
+				"TrafficDistributionConflict", "ClusterTrafficDistributionConflict", "IPFamilyConflict",
 			},
 		},
 		{

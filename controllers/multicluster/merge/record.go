@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 )
 
 // ExportError says why a ServiceExport cannot be published. Reason is the reason of the
@@ -58,20 +60,37 @@ func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, servi
 	}
 
 	return Record{
-		ClusterID:               clusterID,
-		ExportCreationTimestamp: *export.CreationTimestamp.DeepCopy(),
-		ServiceNamespace:        export.Namespace,
-		ServiceName:             export.Name,
-		Type:                    importType,
-		Ports:                   importPorts(service.Spec.Ports),
-		SessionAffinity:         effectiveAffinity(service.Spec.SessionAffinity),
-		SessionAffinityConfig:   service.Spec.SessionAffinityConfig.DeepCopy(),
-		IPFamilies:              slices.Clone(service.Spec.IPFamilies),
-		InternalTrafficPolicy:   clonePointer(service.Spec.InternalTrafficPolicy),
-		TrafficDistribution:     clonePointer(service.Spec.TrafficDistribution),
-		ExportedLabels:          maps.Clone(export.Spec.ExportedLabels),
-		ExportedAnnotations:     maps.Clone(export.Spec.ExportedAnnotations),
+		ClusterID:                  clusterID,
+		ExportCreationTimestamp:    *export.CreationTimestamp.DeepCopy(),
+		ServiceNamespace:           export.Namespace,
+		ServiceName:                export.Name,
+		Type:                       importType,
+		Ports:                      importPorts(service.Spec.Ports),
+		SessionAffinity:            effectiveAffinity(service.Spec.SessionAffinity),
+		SessionAffinityConfig:      service.Spec.SessionAffinityConfig.DeepCopy(),
+		IPFamilies:                 slices.Clone(service.Spec.IPFamilies),
+		InternalTrafficPolicy:      clonePointer(service.Spec.InternalTrafficPolicy),
+		TrafficDistribution:        clonePointer(service.Spec.TrafficDistribution),
+		ClusterTrafficDistribution: clusterTrafficDistribution(export),
+		ExportedLabels:             maps.Clone(export.Spec.ExportedLabels),
+		ExportedAnnotations:        maps.Clone(export.Spec.ExportedAnnotations),
 	}, nil
+}
+
+// maxDistributionBytes is the record schema's limit for the preference, the same as for the
+// Service's trafficDistribution.
+const maxDistributionBytes = 253
+
+// clusterTrafficDistribution reads the export's preference across clusters. An empty value is
+// the same as none, so that clearing the annotation and deleting it publish the same record. A
+// value longer than the record schema allows cannot be a known one, and publishing it would
+// make the broker refuse the whole record: it is published as none, which is what an unknown
+// value means anyway.
+func clusterTrafficDistribution(export *mcsv1beta1.ServiceExport) *string {
+	if v := export.Annotations[v1alpha1.AnnotationTrafficDistribution]; v != "" && len(v) <= maxDistributionBytes {
+		return &v
+	}
+	return nil
 }
 
 // importTypeOf maps a Service to the ServiceImport type it exports as. ClusterIP "None" makes

@@ -3,6 +3,7 @@ package merge
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 )
 
 func exportOf(namespace, name string) *mcsv1beta1.ServiceExport {
@@ -172,3 +175,31 @@ func TestRecordFromServiceDefaultsUnsetFields(t *testing.T) {
 }
 
 func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
+
+func TestRecordFromServiceReadsTheClusterPreference(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		set         bool
+		want        *string
+	}{
+		{name: "absent"},
+		{name: "PreferSameCluster", value: "PreferSameCluster", set: true, want: ptr.To("PreferSameCluster")},
+		{name: "empty means none", value: "", set: true},
+		{name: "unknown values are carried", value: "PreferSameRegion", set: true, want: ptr.To("PreferSameRegion")},
+		{name: "too long for the record is none", value: strings.Repeat("x", 254), set: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			export := exportOf("shop", "cart")
+			if tc.set {
+				export.Annotations = map[string]string{v1alpha1.AnnotationTrafficDistribution: tc.value}
+			}
+			got, err := RecordFromService("east", export, serviceOf("shop", "cart"))
+			if err != nil {
+				t.Fatalf("RecordFromService: %v", err)
+			}
+			if !reflect.DeepEqual(got.ClusterTrafficDistribution, tc.want) {
+				t.Fatalf("clusterTrafficDistribution = %v, want %v", ptr.Deref(got.ClusterTrafficDistribution, "<nil>"), ptr.Deref(tc.want, "<nil>"))
+			}
+		})
+	}
+}

@@ -19,6 +19,7 @@ func All() []bench.Part {
 		slicediff.Part(),
 		rolloutbench.Part(),
 		topologybench.Part(),
+		topologybench.LocalityPart(),
 		mcsbench.Part(),
 		agentbench.Part(),
 		dnsbench.Part(),
