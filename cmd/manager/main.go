@@ -34,7 +34,7 @@ func init() {
 }
 
 func main() {
-	var metricsAddr, probeAddr, kubeContext string
+	var metricsAddr, probeAddr, pprofAddr, kubeContext string
 	var leaderElect bool
 	sliceOpts := endpointslice.DefaultOptions()
 	flag.IntVar(&sliceOpts.MaxEndpointsPerSlice, "max-endpoints-per-slice", sliceOpts.MaxEndpointsPerSlice, "most endpoints in one EndpointSlice (1-1000)")
@@ -55,6 +55,7 @@ func main() {
 	flag.StringVar(&kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the metrics endpoint binds to (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address Go's pprof profiles are served on, e.g. 127.0.0.1:6060 (0 disables them)")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one manager replica reconciles at a time")
 	printVersion := flag.Bool("version", false, "print the version and exit")
 	opts := zap.Options{Development: false}
@@ -91,6 +92,7 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "manager.fleetslice.io",
 		// main returns as soon as the manager stops, so releasing the lease then is safe, and it

@@ -36,8 +36,8 @@ const (
 	// DefaultBrokerQPS and DefaultBrokerBurst limit one member's requests to the broker. A bulk
 	// sync (a member joining, every manager restarting after an upgrade) writes two objects per
 	// export there; see docs/multicluster.md for the measurements behind these values.
-	DefaultBrokerQPS   float32 = 100
-	DefaultBrokerBurst         = 200
+	DefaultBrokerQPS   float32 = 200
+	DefaultBrokerBurst         = 400
 )
 
 // Options configure the multi-cluster controllers of one member.

@@ -125,7 +125,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WithOptions(controllerOpts).
 		For(&mcsv1beta1.ServiceExport{}).
 		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(sourceSliceToService)).
+		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(sourceSliceToService)).
 		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
@@ -145,12 +145,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WithOptions(controllerOpts).
 		For(&mcsv1beta1.ServiceImport{}).
 		Owns(&corev1.Service{}).
-		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(imports.sliceToImport)).
+		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
 		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
-			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
+			endpointChangesFirst(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
 		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
 		Complete(imports)
 	if err != nil {

@@ -55,9 +55,10 @@ func labels() map[string]string {
 }
 
 // SharedObjects returns the broker objects that do not depend on the members: the namespace,
-// the member Role and the admission policies with their bindings.
+// the member Role, the admission policies with their bindings, and the API Priority and
+// Fairness objects that keep members' requests fair to each other.
 func SharedObjects(namespace string) []client.Object {
-	return []client.Object{
+	return append([]client.Object{
 		&corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: labels()},
@@ -67,7 +68,7 @@ func SharedObjects(namespace string) []client.Object {
 		binding(ownershipPolicyName(namespace), namespace),
 		recordPolicy(namespace),
 		binding(recordPolicyName(namespace), namespace),
-	}
+	}, flowControlObjects(namespace)...)
 }
 
 // MemberObjects returns one member's identity: its ServiceAccount and RoleBinding.
