@@ -291,7 +291,10 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 
 func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string) ([]discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
-	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace), client.MatchingLabels(names.RecordLabels(r.self, namespace, name)))
+	// The index narrows the list to this Service's copies of every member (a label selector alone
+	// walks the whole broker cache, which made each export reconcile cost O(ClusterSet)).
+	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace),
+		client.MatchingFields{indexBrokerService: serviceKey(namespace, name)}, client.MatchingLabels(names.RecordLabels(r.self, namespace, name)))
 	return list.Items, err
 }
 
