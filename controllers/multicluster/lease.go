@@ -88,8 +88,8 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: r.namespace,
-				Name:      liveness.LeaseName(r.self),
+				Namespace:   r.namespace,
+				Name:        liveness.LeaseName(r.self),
 				Labels:      map[string]string{v1alpha1.LabelSourceCluster: r.self},
 				Annotations: r.demandAnnotations(ctx, nil),
 			},
