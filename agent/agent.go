@@ -52,6 +52,11 @@ type Options struct {
 	MaxRetryDelay time.Duration
 	// WatchServiceImports adds ServiceImport IPs to derived Services.
 	WatchServiceImports bool
+	// ClusterID is this node's cluster in the ClusterSet (the ClusterProperty
+	// cluster.clusterset.k8s.io). With it the agent follows the cluster
+	// allocation of PreferSameCluster imports; without it they spread over
+	// every cluster, as before.
+	ClusterID string
 	// OnSync, when set, is called after every sync attempt (for the dry-run
 	// output, and for tests).
 	OnSync func(Report)
@@ -140,6 +145,7 @@ func New(informers cache.Informers, opts Options) (*Agent, error) {
 		rejected:  map[string]string{},
 	}
 	a.store = newStore(opts.NodeName, time.Now(), a.kick)
+	a.store.node.Cluster = opts.ClusterID
 	return a, nil
 }
 

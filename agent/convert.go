@@ -69,6 +69,7 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 	}
 
 	policy := trafficPolicy(svc)
+	plan, hasPlan := clusterPlan(svc, node)
 	for _, sp := range svc.Spec.Ports {
 		proto, ok := protocolOf(sp.Protocol)
 		if !ok {
@@ -91,6 +92,13 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 			out.NoLocalInternal = out.NoLocalInternal || (len(res.Local) == 0 && res.HasAnyEndpoints)
 		} else {
 			port.Endpoints = toDataplane(res.Cluster, addrs, node)
+			if hasPlan {
+				// The cluster allocation replaces hints: they were written for one cluster's
+				// zones and cannot weigh clusters (see clusterplan.go).
+				if weighted := weightedEndpoints(candidates, plan, addrs, node); weighted != nil {
+					port.Endpoints = weighted
+				}
+			}
 		}
 		if policy.ExternalTrafficLocal && port.NodePort != 0 {
 			port.ExternalLocal = true
@@ -203,7 +211,9 @@ func endpointsFor(name string, protocol corev1.Protocol, slices []*discoveryv1.E
 				*problems = append(*problems, fmt.Sprintf("slice %s: endpoint address %q is not an IP address", slice.Name, ep.Addresses[0]))
 				continue
 			}
-			out = append(out, selectionEndpoint(strconv.Itoa(len(addrs)), ep))
+			e := selectionEndpoint(strconv.Itoa(len(addrs)), ep)
+			e.Cluster = slice.Labels[mcsv1beta1.LabelSourceCluster]
+			out = append(out, e)
 			addrs = append(addrs, netip.AddrPortFrom(ip.Unmap(), number))
 		}
 	}

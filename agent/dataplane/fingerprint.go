@@ -30,6 +30,7 @@ func fingerprint(svc *Service) [32]byte {
 			} else {
 				num(0)
 			}
+			num(uint64(max(ep.Weight, 1)))
 		}
 	}
 	str(svc.Namespace)
@@ -82,7 +83,7 @@ func (r *rawHasher) endpoints(eps []Endpoint) {
 	for _, ep := range eps {
 		a := ep.Addr.Addr().As16()
 		r.h.Write(a[:])
-		port := uint64(ep.Addr.Port()) << 1
+		port := uint64(max(ep.Weight, 1))<<17 | uint64(ep.Addr.Port())<<1
 		if ep.Local {
 			port |= 1
 		}

@@ -81,7 +81,17 @@ type Endpoint struct {
 	// through the Service (hairpin) is masqueraded so its replies return
 	// through the node's conntrack entry.
 	Local bool
+	// Weight is the endpoint's share of new connections relative to the port's other
+	// endpoints; 0 and 1 both mean one part. nftables' numgen picks uniformly among map
+	// elements, so a weight of w is w elements pointing at the endpoint (see dispatch): the
+	// caller keeps the sum small (the agent bounds it, see agent/selection.Quantize), and
+	// normalize refuses a port whose weights add up to more than MaxDispatchElements.
+	Weight uint16
 }
+
+// MaxDispatchElements bounds the elements of one port's dispatch map, weights included, so a
+// caller's mistake cannot make one Service's map unboundedly large.
+const MaxDispatchElements = 1 << 16
 
 // normalize validates svc and returns a copy trimmed to one family, with
 // addresses and endpoints sorted so that a mere reordering by the caller does
@@ -158,7 +168,7 @@ func normalizeEndpoints(svc Service, p Port, eps []Endpoint, fam family) ([]Endp
 		if !fam.contains(addr.Addr()) {
 			continue
 		}
-		out = append(out, Endpoint{Addr: addr, Local: ep.Local})
+		out = append(out, Endpoint{Addr: addr, Local: ep.Local, Weight: max(ep.Weight, 1)})
 	}
 	byAddr := func(a, b Endpoint) int { return a.Addr.Compare(b.Addr) }
 	if !slices.IsSortedFunc(out, byAddr) {
@@ -166,5 +176,18 @@ func normalizeEndpoints(svc Service, p Port, eps []Endpoint, fam family) ([]Endp
 	}
 	// Two slices may list the same address; balancing over a duplicate
 	// would double its share.
-	return slices.CompactFunc(out, func(a, b Endpoint) bool { return a.Addr == b.Addr }), nil
+	out = slices.CompactFunc(out, func(a, b Endpoint) bool { return a.Addr == b.Addr })
+	if total := totalWeight(out); total > MaxDispatchElements {
+		return nil, fmt.Errorf("service %s port %q: endpoint weights add up to %d, above %d", svc.Key(), p.Name, total, MaxDispatchElements)
+	}
+	return out, nil
+}
+
+// totalWeight is the number of dispatch map elements eps need.
+func totalWeight(eps []Endpoint) int {
+	n := 0
+	for _, ep := range eps {
+		n += int(max(ep.Weight, 1))
+	}
+	return n
 }

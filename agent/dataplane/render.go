@@ -149,9 +149,9 @@ func renderService(svc *Service, fam family) serviceObjects {
 	return out
 }
 
-// dispatch spreads new connections evenly over eps with one lookup, whatever their number: a
-// single endpoint is one dnat rule; several are one rule "dnat to numgen random mod N map
-// @<mapName>" whose named map holds index -> address . port. With ClientIP affinity a known
+// dispatch spreads new connections over eps in proportion to their weights with one lookup,
+// whatever their number: a single endpoint is one dnat rule; several are one rule "dnat to
+// numgen random mod N map @<mapName>" whose named map holds index -> address . port. With ClientIP affinity a known
 // client first goes back to its endpoint (one rule per endpoint, as kube-proxy writes them)
 // and a new one picks an endpoint chain through a named verdict map.
 //
@@ -171,19 +171,22 @@ func dispatch(svc *Service, p Port, eps []Endpoint, fam family, mapName string) 
 		return []string{"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(eps[0].Addr)}, nil, nil
 	}
 	m := &endpointMap{name: mapName, verdict: affinity, protocol: p.Protocol}
-	entries := make([]mapEntry, len(eps))
+	// An endpoint of weight w fills w consecutive elements: numgen picks one element
+	// uniformly, so it receives w of every total-weight new connections.
+	entries := make([]mapEntry, 0, totalWeight(eps))
 	var rules []string
-	for i, ep := range eps {
-		key := []string{strconv.Itoa(i)}
+	for _, ep := range eps {
+		value := ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
 		if affinity {
 			chain := endpointChainName(svc, p, ep.Addr)
 			rules = append(rules, fam.selector+" saddr @"+affinitySetName(svc, p, ep.Addr)+" goto "+chain)
-			entries[i] = mapEntry{mapName, key, "goto " + chain}
-		} else {
-			entries[i] = mapEntry{mapName, key, ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))}
+			value = "goto " + chain
+		}
+		for range max(ep.Weight, 1) {
+			entries = append(entries, mapEntry{mapName, []string{strconv.Itoa(len(entries))}, value})
 		}
 	}
-	mod := "numgen random mod " + strconv.Itoa(len(eps))
+	mod := "numgen random mod " + strconv.Itoa(len(entries))
 	if affinity {
 		return append(rules, mod+" vmap @"+mapName), m, entries
 	}

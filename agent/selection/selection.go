@@ -60,8 +60,12 @@ type Endpoint struct {
 	Terminating bool
 	// NodeName is the node hosting the endpoint; empty when unknown.
 	NodeName string
-	// Zone is the endpoint's zone; informational only, hints decide.
+	// Zone is the endpoint's zone; informational only, hints decide (and
+	// Weigh, for the zones of a cluster allocation).
 	Zone string
+	// Cluster is the cluster an imported endpoint comes from (the slice's
+	// multicluster.kubernetes.io/source-cluster label); empty otherwise.
+	Cluster string
 	// ZoneHints and NodeHints are hints.forZones and hints.forNodes.
 	ZoneHints []string
 	NodeHints []string
@@ -75,6 +79,10 @@ type Node struct {
 	// Zone is the topology.kubernetes.io/zone label, empty when the label is
 	// missing. A node without a zone never uses zone hints.
 	Zone string
+	// Cluster is the ClusterSet id of the node's cluster; without it the
+	// agent cannot tell its own cluster's imported endpoints and ignores
+	// cluster allocations.
+	Cluster string
 }
 
 func (n Node) hosts(e Endpoint) bool { return n.Name != "" && e.NodeName == n.Name }

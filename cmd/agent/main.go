@@ -40,6 +40,7 @@ const (
 
 type flags struct {
 	kubeContext, nodeName, dataplane, dryRunOutput string
+	clusterID                                      string
 	backend                                        string
 	metricsAddr, probeAddr                         string
 	podCIDRs                                       prefixList
@@ -114,6 +115,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
 	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
+	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet (the ClusterProperty cluster.clusterset.k8s.io), so that imports of PreferSameCluster Services follow their cluster allocation (default: $CLUSTER_ID; empty: imports spread over every cluster)")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the fleetslice nftables tables of --ip-families and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10290", `address the metrics endpoint binds to ("0" disables it)`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":10291", `address /healthz and /readyz bind to ("0" disables them)`)
@@ -147,6 +149,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 		MinSyncInterval:     f.minSyncInterval,
 		SyncPeriod:          f.syncPeriod,
 		WatchServiceImports: f.watchImports,
+		ClusterID:           f.clusterID,
 		Log:                 log,
 	}
 	switch f.dataplane {

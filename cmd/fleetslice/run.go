@@ -99,7 +99,7 @@ func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string
 		for _, node := range cs.AgentNodes(m) {
 			p, err := cs.StartProcess("agent-"+node, filepath.Join(binDir, "agent"),
 				"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m), "--node-name", node,
-				"--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),
+				"--cluster-id", m, "--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),
 				"--metrics-bind-address=0", "--health-probe-bind-address=0")
 			if err != nil {
 				return procs, err

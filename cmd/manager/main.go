@@ -114,6 +114,8 @@ func main() {
 		os.Exit(1)
 	}
 	if mcs.Enabled() {
+		// One bound for both levels: zones inside a cluster and clusters in the ClusterSet.
+		mcs.OverloadThreshold = sliceOpts.Topology.OverloadThreshold
 		if err := multicluster.Setup(ctx, mgr, mcs); err != nil {
 			log.Error(err, "unable to set up the multi-cluster services controllers")
 			os.Exit(1)

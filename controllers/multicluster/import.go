@@ -49,6 +49,8 @@ type importReconciler struct {
 	self            string
 	members         *membership
 	recorder        events.EventRecorder
+	// overloadThreshold bounds the cluster allocation (import_locality.go); 0: the default.
+	overloadThreshold float64
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete
@@ -121,6 +123,9 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 
 	present, err := r.syncSlices(ctx, si, merged.Spec.Type, merged.Clusters)
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.publishAllocation(ctx, si, merged, derived); err != nil {
 		return reconcile.Result{}, err
 	}
 

@@ -81,26 +81,9 @@ func (r *importReconciler) ensureDerived(ctx context.Context, si *mcsv1beta1.Ser
 // endpoints do not wait for a round trip through the broker. It reports whether any imported
 // slice exists afterwards.
 func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.ServiceImport, importType mcsv1beta1.ServiceImportType, live []string) (bool, error) {
-	var sources []sliceplan.Source
-	peers := make([]string, 0, len(live))
-	for _, c := range live {
-		if c == r.self {
-			local := &discoveryv1.EndpointSliceList{}
-			if err := r.local.List(ctx, local, client.InNamespace(si.Namespace), client.MatchingFields{indexLocalSource: si.Name}); err != nil {
-				return false, err
-			}
-			sources = append(sources, sliceplan.LocalSources(r.self, sliceplan.SourceSlices(si.Name, local.Items))...)
-			continue
-		}
-		peers = append(peers, c)
-	}
-	if len(peers) > 0 {
-		copies := &discoveryv1.EndpointSliceList{}
-		if err := r.broker.List(ctx, copies, client.InNamespace(r.brokerNamespace),
-			client.MatchingFields{indexBrokerService: serviceKey(si.Namespace, si.Name)}); err != nil {
-			return false, err
-		}
-		sources = append(sources, sliceplan.SourcesFromBroker(copies.Items, peers)...)
+	sources, err := r.importSources(ctx, si, live)
+	if err != nil {
+		return false, err
 	}
 	owner := ownerOf(si)
 	target := sliceplan.Target{Namespace: si.Namespace, Service: si.Name, Owner: &owner}

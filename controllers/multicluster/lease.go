@@ -31,6 +31,9 @@ type leaseRenewer struct {
 	leaveOnShutdown bool
 	leaving         *atomic.Bool
 	log             logr.Logger
+	// demand, when set, returns the annotations that publish this member's Node CPU (see
+	// demand.go); they ride on the renewal, which is written anyway.
+	demand func(ctx context.Context) map[string]string
 }
 
 // NeedLeaderElection keeps a standby replica from renewing (and leaving) for the active one.
@@ -85,9 +88,10 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: r.namespace,
-				Name:      liveness.LeaseName(r.self),
-				Labels:    map[string]string{v1alpha1.LabelSourceCluster: r.self},
+				Namespace:   r.namespace,
+				Name:        liveness.LeaseName(r.self),
+				Labels:      map[string]string{v1alpha1.LabelSourceCluster: r.self},
+				Annotations: r.demandAnnotations(ctx, nil),
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(r.self),
@@ -106,6 +110,7 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 		lease.Labels = map[string]string{}
 	}
 	lease.Labels[v1alpha1.LabelSourceCluster] = r.self
+	lease.Annotations = r.demandAnnotations(ctx, lease.Annotations)
 	lease.Spec.HolderIdentity = ptr.To(r.self)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(r.duration / time.Second))
 	lease.Spec.RenewTime = &now

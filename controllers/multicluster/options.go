@@ -73,6 +73,9 @@ type Options struct {
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
+	// OverloadThreshold bounds the allocation of PreferSameCluster Services across clusters:
+	// the zone hints' --topology-overload-threshold, so both levels keep one promise. 0: 0.25.
+	OverloadThreshold float64
 }
 
 // BindFlags registers the manager flags for these options on fs. The broker is given by

@@ -93,7 +93,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		namespace: opts.BrokerNamespace, self: self,
 		duration: opts.LeaseDuration, interval: opts.RenewInterval, writeTimeout: opts.BrokerWriteTimeout,
 		leaveOnShutdown: opts.LeaveOnShutdown, leaving: leaving,
-		log: log.WithName("lease"),
+		log: log.WithName("lease"), demand: nodeDemand(mgr.GetClient()),
 	}); err != nil {
 		return err
 	}
@@ -138,8 +138,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 	imports := &importReconciler{
 		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
-		self: self, members: members, recorder: recorder,
+		self: self, members: members, recorder: recorder, overloadThreshold: opts.OverloadThreshold,
 	}
+	demandHandler, demandChanged := demandChanges(mgr.GetClient())
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("multicluster-import").
 		WithOptions(controllerOpts).
@@ -152,6 +153,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
 			endpointChangesFirst(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
 		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
+		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{}, demandHandler, demandChanged)).
 		Complete(imports)
 	if err != nil {
 		return fmt.Errorf("import controller: %w", err)

@@ -60,3 +60,8 @@ func nodeCounts(node *corev1.Node) bool {
 	}
 	return false
 }
+
+// NodeSendsTraffic reports whether a Node's CPU counts as demand: it is Ready and not a
+// control-plane Node. Exported so that the multi-cluster allocation sums a cluster's demand by
+// the very rule zone hints use.
+func NodeSendsTraffic(node *corev1.Node) bool { return node != nil && nodeCounts(node) }

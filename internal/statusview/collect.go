@@ -61,6 +61,9 @@ type Import struct {
 	// Resolves is what the cluster's DNS answers for DNSName (ResolveImports); empty when
 	// nobody asked.
 	Resolves string
+	// Traffic says where each cluster's clients send the Service's traffic, from the cluster
+	// allocation on the derived Service (see traffic.go); empty without one.
+	Traffic string
 }
 
 // Collect reads one cluster. Errors are kept in the view rather than returned so that one broken
@@ -127,7 +130,9 @@ func collect(ctx context.Context, c client.Reader, view *Cluster) error {
 		return fmt.Errorf("listing serviceimports: %w", err)
 	}
 	for i := range imports.Items {
-		view.Imports = append(view.Imports, summariseImport(&imports.Items[i]))
+		imp := summariseImport(&imports.Items[i])
+		imp.Traffic = trafficOf(ctx, c, &imports.Items[i])
+		view.Imports = append(view.Imports, imp)
 	}
 	return nil
 }

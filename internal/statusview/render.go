@@ -50,9 +50,13 @@ func Render(w io.Writer, clusters []Cluster) error {
 
 func renderImports(w io.Writer, imports []Import) {
 	dns := slices.ContainsFunc(imports, func(i Import) bool { return i.Resolves != "" })
+	traffic := slices.ContainsFunc(imports, func(i Import) bool { return i.Traffic != "" })
 	header := "  SERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\tREADY"
 	if dns {
 		header += "\tDNS NAME\tRESOLVES HERE TO"
+	}
+	if traffic {
+		header += "\tTRAFFIC BY CLIENT CLUSTER"
 	}
 	fmt.Fprintln(w, header)
 	for _, i := range imports {
@@ -60,6 +64,9 @@ func renderImports(w io.Writer, imports []Import) {
 			orDash(strings.Join(i.Clusters, ",")), i.Ready)
 		if dns {
 			fmt.Fprintf(w, "\t%s\t%s", i.DNSName(), orDash(i.Resolves))
+		}
+		if traffic {
+			fmt.Fprintf(w, "\t%s", orDash(i.Traffic))
 		}
 		fmt.Fprintln(w)
 	}
