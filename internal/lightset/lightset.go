@@ -34,7 +34,7 @@ type Options struct {
 	Workdir string
 	// Manager is the manager binary.
 	Manager string
-	// Lease is every manager's --cluster-lease-duration.
+	// Lease is every manager's --cluster-lease-duration; zero leaves the manager's default.
 	Lease time.Duration
 	// ManagerArgs are added to every manager's command line (tuned runs; the headline runs add
 	// nothing, so every manager runs at its defaults).
@@ -132,11 +132,14 @@ func (s *Set) StartManagers(ids ...string) error {
 		if s.managers[id] != nil {
 			return fmt.Errorf("the manager of %s already runs", id)
 		}
-		args := append([]string{
+		args := []string{
 			"--kubeconfig", s.memberKubeconfig(id), "--broker-kubeconfig", s.brokerKubeconfig(id),
-			"--cluster-lease-duration", s.opts.Lease.String(),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		}, s.opts.ManagerArgs...)
+		}
+		if s.opts.Lease > 0 {
+			args = append(args, "--cluster-lease-duration", s.opts.Lease.String())
+		}
+		args = append(args, s.opts.ManagerArgs...)
 		p, err := localset.StartProcess(filepath.Join(s.opts.Workdir, "logs"), "manager-"+id, s.opts.Manager, args...)
 		if err != nil {
 			return err

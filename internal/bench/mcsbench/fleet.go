@@ -1,6 +1,7 @@
 package mcsbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/internal/apimetrics"
 	"github.com/fleetslice/fleetslice/internal/lightset"
 )
@@ -66,7 +68,7 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, set.Stop()) }()
-	f := &fleet{o: o, set: set, res: &fleetResult{Members: o.members, Services: o.services}}
+	f := &fleet{o: o, set: set, res: &fleetResult{Members: o.members, Services: o.services, Lease: cmp.Or(o.lease, multicluster.DefaultLeaseDuration)}}
 	f.logf("control planes up in %s", time.Since(began).Round(time.Millisecond))
 	watchCtx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()

@@ -25,6 +25,8 @@ import (
 // fleetResult is what one fleet measurement saw.
 type fleetResult struct {
 	Members, Services int
+	// Lease is the members' lease duration.
+	Lease time.Duration
 	// Bulk is from starting every manager at once to every member importing every Service from
 	// every member; BulkWrites are the writes each API server (broker first) served until the
 	// set was quiet again.
@@ -59,7 +61,7 @@ type fleetResult struct {
 	// CPU used during the bulk start by all managers, all members' API servers and etcds: on a
 	// small machine running everything, it tells which part the time went to.
 	ManagersCPU, MemberAPIServersCPU, MemberEtcdsCPU time.Duration
-	Wall       time.Duration
+	Wall                                             time.Duration
 }
 
 // clusters are the broker and the members, in the order of the write snapshots.
