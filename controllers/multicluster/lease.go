@@ -81,9 +81,11 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.writeTimeout)
 	defer cancel()
-	now := metav1.NewMicroTime(time.Now())
 	lease := &coordinationv1.Lease{}
 	err := r.reader.Get(ctx, client.ObjectKey{Namespace: r.namespace, Name: liveness.LeaseName(r.self)}, lease)
+	// Stamped after the read: on a busy broker the read alone can take seconds, and a renewal
+	// stamped before it would vouch for less than a lease duration.
+	now := metav1.NewMicroTime(time.Now())
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{
