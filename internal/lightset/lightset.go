@@ -20,7 +20,6 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/crds"
 	"github.com/fleetslice/fleetslice/internal/localset"
 	"github.com/fleetslice/fleetslice/internal/provision/broker"
 	"github.com/fleetslice/fleetslice/internal/testenv"
@@ -72,23 +71,12 @@ func Start(ctx context.Context, opts Options) (_ *Set, err error) {
 	for i := range opts.Members {
 		s.IDs = append(s.IDs, MemberID(i))
 	}
-	brokerCRDs, err := crds.Broker()
+	envs, err := testenv.StartClusterSet(s.IDs)
+	for _, env := range envs[:len(envs)-1] {
+		s.Members = append(s.Members, env)
+	}
+	s.Broker = envs[len(envs)-1]
 	if err != nil {
-		return nil, err
-	}
-	memberCRDs, err := crds.ClusterProperty()
-	if err != nil {
-		return nil, err
-	}
-	s.Members = make([]*testenv.Cluster, opts.Members)
-	errs := make([]error, opts.Members+1)
-	var wg sync.WaitGroup
-	wg.Go(func() { s.Broker, errs[0] = testenv.StartWith("broker", brokerCRDs...) })
-	for i, id := range s.IDs {
-		wg.Go(func() { s.Members[i], errs[i+1] = testenv.StartWith(id, memberCRDs...) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	kubeconfigs, err := broker.Prepare(ctx, s.Broker.Config, multicluster.DefaultNamespace, s.IDs, broker.Options{})

@@ -4,8 +4,10 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -117,4 +119,32 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// StartClusterSet starts one control plane per member and a broker (last in the result), in
+// parallel, each with the CRDs its role needs. It returns what started even when something
+// failed, so that the caller can stop it.
+func StartClusterSet(members []string) ([]*Cluster, error) {
+	brokerCRDs, err := crds.Broker()
+	if err != nil {
+		return nil, err
+	}
+	memberCRDs, err := crds.ClusterProperty()
+	if err != nil {
+		return nil, err
+	}
+	envs := make([]*Cluster, len(members)+1)
+	errs := make([]error, len(members)+1)
+	var wg sync.WaitGroup
+	for i := range envs {
+		wg.Go(func() {
+			if i == len(members) {
+				envs[i], errs[i] = StartWith("broker", brokerCRDs...)
+				return
+			}
+			envs[i], errs[i] = StartWith(members[i], memberCRDs...)
+		})
+	}
+	wg.Wait()
+	return envs, errors.Join(errs...)
 }

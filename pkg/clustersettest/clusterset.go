@@ -37,7 +37,6 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/crds"
 	"github.com/fleetslice/fleetslice/internal/provision/broker"
 	"github.com/fleetslice/fleetslice/internal/testenv"
 )
@@ -212,7 +211,7 @@ func Start(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 		}
 	}()
 
-	envs, err := startControlPlanes(opts.Members)
+	envs, err := testenv.StartClusterSet(opts.Members)
 	cs.adopt(envs, opts)
 	if err != nil {
 		return nil, err
@@ -250,33 +249,6 @@ func Start(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 	}
 	cs.StartedIn = time.Since(began)
 	return cs, nil
-}
-
-// startControlPlanes starts the broker (last) and one control plane per member, in parallel.
-// It returns what started even when something failed.
-func startControlPlanes(members []string) ([]*testenv.Cluster, error) {
-	brokerCRDs, err := crds.Broker()
-	if err != nil {
-		return nil, err
-	}
-	memberCRDs, err := crds.ClusterProperty()
-	if err != nil {
-		return nil, err
-	}
-	envs := make([]*testenv.Cluster, len(members)+1)
-	errs := make([]error, len(members)+1)
-	var wg sync.WaitGroup
-	for i := range envs {
-		wg.Go(func() {
-			if i == len(members) {
-				envs[i], errs[i] = testenv.StartWith("broker", brokerCRDs...)
-				return
-			}
-			envs[i], errs[i] = testenv.StartWith(members[i], memberCRDs...)
-		})
-	}
-	wg.Wait()
-	return envs, errors.Join(errs...)
 }
 
 // adopt records the started control planes so that Stop stops them.

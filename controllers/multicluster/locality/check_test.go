@@ -3,6 +3,7 @@ package locality
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -66,7 +67,7 @@ func checkResult(t *testing.T, clusters []Cluster, previous []ClusterAllocation,
 	if len(res.Clusters) != len(clusters) {
 		t.Fatalf("%d allocations for %d clusters", len(res.Clusters), len(clusters))
 	}
-	if !slices.IsSortedFunc(res.Clusters, func(a, b ClusterAllocation) int { return compareNames(a.Cluster, b.Cluster) }) {
+	if !slices.IsSortedFunc(res.Clusters, func(a, b ClusterAllocation) int { return strings.Compare(a.Cluster, b.Cluster) }) {
 		t.Fatalf("clusters not sorted: %+v", res.Clusters)
 	}
 
@@ -189,14 +190,4 @@ func checkZones(t *testing.T, c Cluster, a ClusterAllocation, intake, fair, thre
 			t.Fatalf("%s/%s's endpoints expect %.6f of their fair share, bound %.2f", c.Name, z.Name, load, 1+threshold)
 		}
 	}
-}
-
-func compareNames(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package locality
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -71,14 +72,7 @@ func split(keep, capacity []float64, eligible func(int) bool, volume float64, ou
 
 // compareRatio orders keep/capacity ratios without dividing, so equal loads compare equal.
 func compareRatio(keepA, capA, keepB, capB float64) int {
-	a, b := keepA*capB, keepB*capA
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(keepA*capB, keepB*capA)
 }
 
 func clamp01(v float64) float64 {
