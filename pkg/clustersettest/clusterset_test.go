@@ -2,7 +2,6 @@ package clustersettest_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/localset"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
 
@@ -241,25 +241,11 @@ func readStat(path string) (pid, ppid int, state string, ok bool) {
 // treeRSS is the resident memory of this process and its children, in bytes.
 func treeRSS(t *testing.T) int64 {
 	t.Helper()
-	total := rss(os.Getpid())
+	total := localset.ResidentBytes(os.Getpid())
 	for _, pid := range childPIDs(t) {
-		total += rss(pid)
+		total += localset.ResidentBytes(pid)
 	}
 	return total
-}
-
-func rss(pid int) int64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // TestStartupFigures measures start-up time and memory of 2- and 3-member ClusterSets for
@@ -276,7 +262,7 @@ func TestStartupFigures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem, self := treeRSS(t), rss(os.Getpid())
+			mem, self := treeRSS(t), localset.ResidentBytes(os.Getpid())
 			stopBegan := time.Now()
 			err = cs.Stop()
 			stoppedIn := time.Since(stopBegan)
