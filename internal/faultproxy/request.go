@@ -1,0 +1,127 @@
+package faultproxy
+
+import (
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Request is what the proxy needs to know of an API request.
+type Request struct {
+	// Write is true for create, update, patch and delete.
+	Write bool
+	// Verb is create, update, patch or delete for writes, the HTTP method otherwise.
+	Verb string
+	// Resource is the resource's plural name ("endpointslices"), with "/status" for the status
+	// subresource.
+	Resource string
+}
+
+// Classify reads an API request's method and path (/api/v1/namespaces/ns/pods/name,
+// /apis/group/version/resource/name/status, ...).
+func Classify(method, path string) Request {
+	verbs := map[string]string{
+		http.MethodPost: "create", http.MethodPut: "update",
+		http.MethodPatch: "patch", http.MethodDelete: "delete",
+	}
+	verb, write := verbs[method]
+	if !write {
+		verb = method
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// Past the group version: /api/v1 or /apis/<group>/<version>.
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return Request{Verb: verb}
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		if len(parts) == 2 {
+			return Request{Write: write, Verb: verb, Resource: "namespaces"}
+		}
+		parts = parts[2:]
+	}
+	if len(parts) == 0 {
+		return Request{Verb: verb}
+	}
+	resource := parts[0]
+	if len(parts) >= 3 {
+		resource += "/" + parts[2]
+	}
+	return Request{Write: write, Verb: verb, Resource: resource}
+}
+
+// Key is one kind of write.
+type Key struct{ Resource, Verb string }
+
+// Count is how many writes of one kind the client made, and how many of them the proxy failed.
+type Count struct{ Total, Failed int }
+
+// Counts are a proxy's write counts by kind.
+type Counts map[Key]Count
+
+// Sub returns the writes made since before.
+func (c Counts) Sub(before Counts) Counts {
+	out := Counts{}
+	for k, v := range c {
+		d := Count{Total: v.Total - before[k].Total, Failed: v.Failed - before[k].Failed}
+		if d.Total != 0 || d.Failed != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// Writes sums the writes, leaving out the resources skip names (such as "leases" and "events").
+func (c Counts) Writes(skip ...string) int {
+	n := 0
+	for k, v := range c {
+		if !slices.Contains(skip, k.Resource) {
+			n += v.Total
+		}
+	}
+	return n
+}
+
+// Failed sums the writes the proxy failed.
+func (c Counts) Failed() int {
+	n := 0
+	for _, v := range c {
+		n += v.Failed
+	}
+	return n
+}
+
+// String lists the counts in a stable order, for failure messages.
+func (c Counts) String() string {
+	keys := make([]Key, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Resource != keys[j].Resource {
+			return keys[i].Resource < keys[j].Resource
+		}
+		return keys[i].Verb < keys[j].Verb
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k.Verb + " " + k.Resource + ": ")
+		b.WriteString(strconv.Itoa(c[k].Total))
+		if c[k].Failed > 0 {
+			b.WriteString(" (" + strconv.Itoa(c[k].Failed) + " failed)")
+		}
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
+}
