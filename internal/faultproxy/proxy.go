@@ -131,7 +131,7 @@ func (p *Proxy) Cut() { p.listener.cut(true) }
 // Restore lets the client through again.
 func (p *Proxy) Restore() { p.listener.cut(false) }
 
-// Counts returns a copy of what the proxy counted so far.
+// Counts returns a copy of every request the proxy counted so far.
 func (p *Proxy) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -149,11 +149,7 @@ func (p *Proxy) Close() error {
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := Classify(r.Method, r.URL.Path)
-	if !req.Write {
-		p.forward.ServeHTTP(w, r)
-		return
-	}
+	req := Classify(r.Method, r.URL.Path, r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1")
 	fault, failed := p.decide(req)
 	switch {
 	case !failed:
@@ -167,7 +163,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decide counts the write and says whether (and how) it fails.
+// decide counts the request and says whether (and how) it fails: only writes ever fail.
 func (p *Proxy) decide(req Request) (Fault, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,7 +172,7 @@ func (p *Proxy) decide(req Request) (Fault, bool) {
 	c.Total++
 	failed := false
 	var fault Fault
-	if req.Resource != "leases" && req.Resource != "events" && len(p.faults) > 0 && p.rng.Float64() < p.share {
+	if req.Write && req.Resource != "leases" && req.Resource != "events" && len(p.faults) > 0 && p.rng.Float64() < p.share {
 		fault, failed = p.faults[p.rng.IntN(len(p.faults))], true
 		c.Failed++
 	}

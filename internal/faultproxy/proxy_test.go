@@ -24,11 +24,14 @@ func TestClassify(t *testing.T) {
 		{"POST", "/api/v1/namespaces", Request{true, "create", "namespaces"}},
 		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/l", Request{true, "update", "leases"}},
 		{"POST", "/apis/about.k8s.io/v1alpha1/clusterproperties", Request{true, "create", "clusterproperties"}},
-		{"GET", "/api/v1/namespaces/demo/pods", Request{false, "GET", "pods"}},
+		{"GET", "/api/v1/namespaces/demo/pods", Request{false, "list", "pods"}},
+		{"GET", "/api/v1/namespaces/demo/pods/web-1", Request{false, "get", "pods"}},
+		{"GET", "/apis/discovery.k8s.io/v1/endpointslices?watch=true", Request{false, "watch", "endpointslices"}},
 		{"GET", "/healthz", Request{Verb: "GET"}},
 		{"GET", "/apis", Request{Verb: "GET"}},
 	} {
-		if got := Classify(tc.method, tc.path); got != tc.want {
+		path, query, _ := strings.Cut(tc.path, "?")
+		if got := Classify(tc.method, path, query == "watch=true"); got != tc.want {
 			t.Errorf("Classify(%s %s) = %+v, want %+v", tc.method, tc.path, got, tc.want)
 		}
 	}
@@ -106,11 +109,12 @@ func TestFailWrites(t *testing.T) {
 		{"endpointslices", "update"}: {Total: 1, Failed: 1},
 		{"endpointslices", "delete"}: {Total: 1},
 		{"leases", "update"}:         {Total: 1},
+		{"endpointslices", "list"}:   {Total: 1},
 	}
 	if got.String() != want.String() {
 		t.Fatalf("counts: got %s, want %s", got, want)
 	}
-	if got.Writes("leases") != 3 || got.Failed() != 2 {
+	if got.Writes("leases") != 3 || got.Failed() != 2 || got.Requests("list") != 1 {
 		t.Fatalf("Writes without leases = %d (want 3), Failed = %d (want 2)", got.Writes("leases"), got.Failed())
 	}
 }

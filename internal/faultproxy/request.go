@@ -12,16 +12,17 @@ import (
 type Request struct {
 	// Write is true for create, update, patch and delete.
 	Write bool
-	// Verb is create, update, patch or delete for writes, the HTTP method otherwise.
+	// Verb is create, update, patch or delete for writes; get, list or watch for reads of a
+	// resource; the HTTP method otherwise.
 	Verb string
 	// Resource is the resource's plural name ("endpointslices"), with "/status" for the status
 	// subresource.
 	Resource string
 }
 
-// Classify reads an API request's method and path (/api/v1/namespaces/ns/pods/name,
-// /apis/group/version/resource/name/status, ...).
-func Classify(method, path string) Request {
+// Classify reads an API request's method, path (/api/v1/namespaces/ns/pods/name,
+// /apis/group/version/resource/name/status, ...) and whether it asks to watch.
+func Classify(method, path string, watch bool) Request {
 	verbs := map[string]string{
 		http.MethodPost: "create", http.MethodPut: "update",
 		http.MethodPatch: "patch", http.MethodDelete: "delete",
@@ -53,6 +54,16 @@ func Classify(method, path string) Request {
 	if len(parts) >= 3 {
 		resource += "/" + parts[2]
 	}
+	if method == http.MethodGet {
+		switch {
+		case watch:
+			verb = "watch"
+		case len(parts) == 1:
+			verb = "list"
+		default:
+			verb = "get"
+		}
+	}
 	return Request{Write: write, Verb: verb, Resource: resource}
 }
 
@@ -77,15 +88,53 @@ func (c Counts) Sub(before Counts) Counts {
 	return out
 }
 
+// Add returns the sum of two counts.
+func (c Counts) Add(o Counts) Counts {
+	out := Counts{}
+	for k, v := range c {
+		out[k] = v
+	}
+	for k, v := range o {
+		out[k] = Count{Total: out[k].Total + v.Total, Failed: out[k].Failed + v.Failed}
+	}
+	return out
+}
+
 // Writes sums the writes, leaving out the resources skip names (such as "leases" and "events").
 func (c Counts) Writes(skip ...string) int {
 	n := 0
 	for k, v := range c {
-		if !slices.Contains(skip, k.Resource) {
+		if isWrite(k.Verb) && !slices.Contains(skip, k.Resource) {
 			n += v.Total
 		}
 	}
 	return n
+}
+
+// Requests sums the requests of one verb ("list", say), whatever the resource.
+func (c Counts) Requests(verb string) int {
+	n := 0
+	for k, v := range c {
+		if k.Verb == verb {
+			n += v.Total
+		}
+	}
+	return n
+}
+
+// OnlyWrites keeps the writes, for messages.
+func (c Counts) OnlyWrites() Counts {
+	out := Counts{}
+	for k, v := range c {
+		if isWrite(k.Verb) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func isWrite(verb string) bool {
+	return verb == "create" || verb == "update" || verb == "patch" || verb == "delete"
 }
 
 // Failed sums the writes the proxy failed.
