@@ -93,7 +93,8 @@ func (a *Agent) watchClusterProperty(ctx context.Context) (toolscache.ResourceEv
 			a.log.Error(err, "cannot read the ClusterProperty "+clusterid.PropertyName)
 			return nil, nil
 		case err != nil:
-			return nil, err
+			// Transient (the API server busy or not reachable yet): the watch retries on its own.
+			a.log.Error(err, "reading the ClusterProperty "+clusterid.PropertyName+" failed; watching it anyway")
 		}
 	}
 	property := &unstructured.Unstructured{}
