@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane"
 )
@@ -52,11 +53,18 @@ type Options struct {
 	MaxRetryDelay time.Duration
 	// WatchServiceImports adds ServiceImport IPs to derived Services.
 	WatchServiceImports bool
-	// ClusterID is this node's cluster in the ClusterSet (the ClusterProperty
-	// cluster.clusterset.k8s.io). With it the agent follows the cluster
-	// allocation of PreferSameCluster imports; without it they spread over
-	// every cluster, as before.
+	// ClusterID is this node's cluster in the ClusterSet when the cluster has
+	// no ClusterProperty cluster.clusterset.k8s.io: the agent watches that
+	// property and follows it, as the manager does, and falls back to
+	// ClusterID without one (see ResolveClusterID). With an id the agent
+	// follows the cluster allocation of PreferSameCluster imports; without
+	// one they spread over every cluster.
 	ClusterID string
+	// APIReader, when set, is used for one uncached read of the
+	// ClusterProperty before watching it, so that an agent whose RBAC lacks
+	// it falls back to ClusterID instead of waiting for a watch that never
+	// syncs.
+	APIReader client.Reader
 	// OnSync, when set, is called after every sync attempt (for the dry-run
 	// output, and for tests).
 	OnSync func(Report)
@@ -103,6 +111,14 @@ type Agent struct {
 	// rejected remembers the dataplanes' last rejections so that only new
 	// ones are logged.
 	rejected map[string]string
+
+	// The cluster identity (clusterid.go): what the ClusterProperty watch
+	// saw, why it is not watched, and the id last resolved and logged.
+	property       propertyState
+	propertyValue  string
+	propertyNote   string
+	identity       ClusterIdentity
+	identityLogged bool
 }
 
 // New returns an Agent that reads from informers, normally a cache built with
@@ -145,7 +161,6 @@ func New(informers cache.Informers, opts Options) (*Agent, error) {
 		rejected:  map[string]string{},
 	}
 	a.store = newStore(opts.NodeName, time.Now(), a.kick)
-	a.store.node.Cluster = opts.ClusterID
 	return a, nil
 }
 
@@ -186,6 +201,8 @@ func (a *Agent) Start(ctx context.Context) error {
 		// Only a cancelled context ends the wait: a shutdown, not an error.
 		return nil
 	}
+	// The first sync already knows the cluster: no moment of spreading over every cluster.
+	a.applyClusterIdentity()
 	a.log.Info("informers synced, starting to program the dataplane")
 	a.loop(ctx)
 	return nil

@@ -160,6 +160,19 @@ func (s *store) setNode(node *corev1.Node) {
 	}
 }
 
+// setCluster records this node's cluster id. A new id changes the cluster
+// plan of every import.
+func (s *store) setCluster(id string) {
+	s.mu.Lock()
+	changed := s.node.Cluster != id
+	s.node.Cluster = id
+	s.allDirty = s.allDirty || changed
+	s.mu.Unlock()
+	if changed {
+		s.kick()
+	}
+}
+
 // importOwner returns the ServiceImport that controls a derived Service.
 func importOwner(svc *corev1.Service) (types.NamespacedName, bool) {
 	for _, ref := range svc.OwnerReferences {

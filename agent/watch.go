@@ -29,7 +29,9 @@ const (
 // nodeName needs: its own Node, Services that have a cluster IP and are not
 // handled by another proxy, and the non-headless EndpointSlices that belong
 // to a Service. Managed fields are dropped to save memory on every node.
-// ServiceImports are cached whole (they are few and small).
+// ServiceImports and ClusterProperties are cached whole (they are few and
+// small; ClusterProperties cannot be filtered here, since a ByObject entry
+// for a kind whose CRD is missing fails the whole cache).
 func CacheOptions(nodeName string) cache.Options {
 	noProxyName := requirement(LabelServiceProxyName, selection.DoesNotExist)
 	return cache.Options{
@@ -87,6 +89,13 @@ func (a *Agent) watch(ctx context.Context) ([]toolscache.ResourceEventHandlerReg
 	}
 	if err := add(&discoveryv1.EndpointSlice{}, handler(a.onSlice)); err != nil {
 		return nil, fmt.Errorf("watching EndpointSlices: %w", err)
+	}
+	reg, err := a.watchClusterProperty(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if reg != nil {
+		regs = append(regs, reg)
 	}
 	if a.opts.WatchServiceImports {
 		err := add(&mcsv1beta1.ServiceImport{}, handler(a.onImport))

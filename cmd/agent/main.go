@@ -28,6 +28,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/pkg/version"
 )
 
@@ -115,7 +116,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
 	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
-	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet (the ClusterProperty cluster.clusterset.k8s.io), so that imports of PreferSameCluster Services follow their cluster allocation (default: $CLUSTER_ID; empty: imports spread over every cluster)")
+	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet when the cluster has no ClusterProperty cluster.clusterset.k8s.io (the property wins, as for the manager); with an id imports of PreferSameCluster Services follow their cluster allocation, without one they spread over every cluster (default: $CLUSTER_ID)")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the fleetslice nftables tables of --ip-families and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10290", `address the metrics endpoint binds to ("0" disables it)`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":10291", `address /healthz and /readyz bind to ("0" disables them)`)
@@ -135,6 +136,10 @@ func (f *flags) validate() error {
 		return errors.New("--min-sync-interval and --sync-period must be positive")
 	case len(f.families) == 0:
 		return errors.New("--ip-families must name at least one family")
+	case f.clusterID != "":
+		if err := clusterid.Validate(f.clusterID); err != nil {
+			return fmt.Errorf("--cluster-id: %w", err)
+		}
 	}
 	return nil
 }
@@ -200,6 +205,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	opts.APIReader = mgr.GetAPIReader()
 	a, err := agent.New(mgr.GetCache(), opts)
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--node-name=n", "--min-sync-interval=0s"},
 		{"--node-name=n", "--ip-families="},
 		{"--node-name=n", "--nftables-backend=iptables"},
+		{"--node-name=n", "--cluster-id=East_1"},
 	} {
 		f, err := parse(t, args...)
 		if err != nil {

@@ -80,7 +80,8 @@ func newRunCommand() *cobra.Command {
 
 // startComponents runs one fleetslice manager per member cluster, each against its own context,
 // one node agent per zone of each member in dry-run mode (the simulated Nodes have no kernel
-// of their own; each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft),
+// of their own; each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft,
+// and learns its cluster id from the ClusterProperty localset writes, as an installed agent does),
 // and each member's DNS when Up planned one.
 func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
 	var procs []*localset.Process
@@ -99,7 +100,7 @@ func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string
 		for _, node := range cs.AgentNodes(m) {
 			p, err := cs.StartProcess("agent-"+node, filepath.Join(binDir, "agent"),
 				"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m), "--node-name", node,
-				"--cluster-id", m, "--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),
+				"--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),
 				"--metrics-bind-address=0", "--health-probe-bind-address=0")
 			if err != nil {
 				return procs, err

@@ -12,6 +12,7 @@ import (
 type upFlags struct {
 	clusters, nodes int
 	upstream        []string
+	cpuScale        map[string]int
 }
 
 func (f *upFlags) register(cmd *cobra.Command) {
@@ -19,6 +20,8 @@ func (f *upFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.nodes, "nodes", 9, "simulated Nodes per member cluster, spread over 3 zones")
 	cmd.Flags().StringSliceVar(&f.upstream, "upstream-endpointslices", nil,
 		"member clusters that keep kube-controller-manager's own EndpointSlice controller (for comparisons)")
+	cmd.Flags().StringToIntVar(&f.cpuScale, "cpu-scale", nil,
+		"multiply the Node CPU of members, e.g. cluster-2=2: members of unequal size, whose clients send unequal traffic to PreferSameCluster imports")
 }
 
 func (f *upFlags) options(cmd *cobra.Command) localset.Options {
@@ -27,6 +30,7 @@ func (f *upFlags) options(cmd *cobra.Command) localset.Options {
 		Clusters:               f.clusters,
 		NodesPerCluster:        f.nodes,
 		UpstreamEndpointSlices: f.upstream,
+		CPUScale:               f.cpuScale,
 		Log:                    cmd.ErrOrStderr(),
 	}
 }

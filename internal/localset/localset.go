@@ -40,6 +40,10 @@ type Options struct {
 	Clusters int
 	// NodesPerCluster is spread round-robin over Zones.
 	NodesPerCluster int
+	// CPUScale multiplies the CPU (and memory) of every Node of the named members, so that
+	// members of unequal size show what decisions by Node CPU across clusters do (a member
+	// not named, or with a factor below 1, keeps the zones' own sizes).
+	CPUScale map[string]int
 	// Zones the Nodes are spread over; DefaultZones when empty.
 	Zones []Zone
 	// UpstreamEndpointSlices lists members that keep kube-controller-manager's own EndpointSlice

@@ -114,7 +114,9 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 	member := slices.Index(cs.Members, name) + 1
 	for i := range opts.NodesPerCluster {
 		zone := opts.Zones[i%len(opts.Zones)]
-		node := simulatedNode(nodeName(name, zone, i/len(opts.Zones)), zone, podCIDR(member, i))
+		sized := zone
+		sized.NodeCPUs *= max(opts.CPUScale[name], 1)
+		node := simulatedNode(nodeName(name, zone, i/len(opts.Zones)), sized, podCIDR(member, i))
 		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}

@@ -24,10 +24,13 @@ type Agent struct {
 // chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
 // through a "numgen random mod N" map (named, as the agent writes it now, or inline), or a
 // cascade of DNAT rules whose first is guarded by "numgen random mod N", as older agents wrote
-// it (the largest modulus is the endpoint count each way).
+// it (the largest modulus is the endpoint count each way). A weighted endpoint (a cluster
+// allocation) fills several elements of a named map, so there the count is of the distinct
+// endpoints among its elements, not the modulus.
 var (
 	serviceRule = regexp.MustCompile(`^add rule ip fleetslice svc-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) .*dnat`)
 	spread      = regexp.MustCompile(`numgen random mod (\d+)`)
+	mapElement  = regexp.MustCompile(`^add element ip fleetslice epsv?-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) \{ \d+ : (.+) \}$`)
 )
 
 // ReadAgent summarises the ruleset a dry-run agent wrote for node.
@@ -45,8 +48,17 @@ func ReadAgent(node, path string) Agent {
 	defer f.Close()
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
+	distinct := map[string]map[string]bool{}
 	for scanner.Scan() {
 		line := scanner.Text()
+		if m := mapElement.FindStringSubmatch(line); m != nil {
+			key := fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])
+			if distinct[key] == nil {
+				distinct[key] = map[string]bool{}
+			}
+			distinct[key][m[5]] = true
+			continue
+		}
 		m := serviceRule.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -57,6 +69,11 @@ func ReadAgent(node, path string) Agent {
 		}
 		key := fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])
 		a.Endpoints[key] = max(a.Endpoints[key], n)
+	}
+	for key, endpoints := range distinct {
+		if _, ok := a.Endpoints[key]; ok {
+			a.Endpoints[key] = len(endpoints)
+		}
 	}
 	a.Err = scanner.Err()
 	return a

@@ -13,6 +13,14 @@ add chain ip fleetslice svc-N4UT23DAJPYZ-demo/api/tcp/grpc
 add rule ip fleetslice svc-N4UT23DAJPYZ-demo/api/tcp/grpc meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.2.1 . 9090 , 1 : 10.1.2.2 . 9090 }
 add rule ip fleetslice svc-Q7PNNJ3D4FDA-demo/cache/tcp/redis meta l4proto tcp dnat ip addr . port to numgen random mod 4 map @eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis
 add element ip fleetslice eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis { 0 : 10.1.4.1 . 6379 }
+add element ip fleetslice eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis { 1 : 10.1.4.2 . 6379 }
+add element ip fleetslice eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis { 2 : 10.1.4.3 . 6379 }
+add element ip fleetslice eps-Q7PNNJ3D4FDA-demo/cache/tcp/redis { 3 : 10.1.4.4 . 6379 }
+add rule ip fleetslice svc-WWWWWWWWWWWW-demo/derived-abc/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 4 map @eps-WWWWWWWWWWWW-demo/derived-abc/tcp/http
+add element ip fleetslice eps-WWWWWWWWWWWW-demo/derived-abc/tcp/http { 0 : 10.1.5.1 . 8080 }
+add element ip fleetslice eps-WWWWWWWWWWWW-demo/derived-abc/tcp/http { 1 : 10.1.5.1 . 8080 }
+add element ip fleetslice eps-WWWWWWWWWWWW-demo/derived-abc/tcp/http { 2 : 10.1.5.1 . 8080 }
+add element ip fleetslice eps-WWWWWWWWWWWW-demo/derived-abc/tcp/http { 3 : 10.2.5.1 . 8080 }
 add rule ip fleetslice svc-B2P2ODBOTS52-demo/web/tcp/http meta l4proto tcp dnat ip addr . port to 10.1.0.4 . 8080
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 3 == 0 meta l4proto tcp dnat ip to 10.1.3.1:5432
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.1.3.2:5432
@@ -24,7 +32,7 @@ add element ip fleetslice service-ips { 10.0.0.149 . tcp . 9090 : goto svc-N4UT2
 	}
 	a := ReadAgent("n", path)
 	if a.Err != nil || a.Endpoints["demo/api:grpc"] != 2 || a.Endpoints["demo/web:http"] != 1 || a.Endpoints["demo/db:sql"] != 3 ||
-		a.Endpoints["demo/cache:redis"] != 4 || len(a.Endpoints) != 4 {
+		a.Endpoints["demo/cache:redis"] != 4 || a.Endpoints["demo/derived-abc:http"] != 2 || len(a.Endpoints) != 5 {
 		t.Fatalf("ReadAgent = %+v", a)
 	}
 	if missing := ReadAgent("n", filepath.Join(t.TempDir(), "none.nft")); missing.Err == nil {

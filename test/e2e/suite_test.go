@@ -67,8 +67,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Workdir:         workdir,
 		Clusters:        2,
 		NodesPerCluster: 9,
-		DNS:             true,
-		Log:             GinkgoWriter,
+		// Members of unequal size for the locality spec: cluster-2's Nodes have twice the CPU.
+		CPUScale: map[string]int{localset.MemberName(2): 2},
+		DNS:      true,
+		Log:      GinkgoWriter,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	for _, member := range clusterSet.Members {

@@ -101,6 +101,14 @@ var _ = Describe("fleetslice as installed", Ordered, func() {
 		}
 	})
 
+	It("has each agent take its cluster id from the ClusterProperty join wrote, with no --cluster-id", func() {
+		for _, m := range members() {
+			Eventually(m.agent.log.String).Should(And(
+				ContainSubstring("cluster id from ClusterProperty cluster.clusterset.k8s.io"),
+				ContainSubstring(`"clusterID":"`+m.id+`"`)), "agent of %s", m.id)
+		}
+	})
+
 	It("was never refused a request", func() {
 		for _, m := range members() {
 			Expect(forbidden(m.manager.log.String())).To(BeEmpty(), "manager of %s", m.id)
