@@ -34,7 +34,7 @@ func init() {
 }
 
 func main() {
-	var metricsAddr, probeAddr, pprofAddr, kubeContext string
+	var metricsAddr, probeAddr, pprofAddr, kubeContext, leaderNamespace string
 	var leaderElect bool
 	sliceOpts := endpointslice.DefaultOptions()
 	flag.IntVar(&sliceOpts.MaxEndpointsPerSlice, "max-endpoints-per-slice", sliceOpts.MaxEndpointsPerSlice, "most endpoints in one EndpointSlice (1-1000)")
@@ -57,6 +57,7 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address Go's pprof profiles are served on, e.g. 127.0.0.1:6060 (0 disables them)")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one manager replica reconciles at a time")
+	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's own namespace when it runs in a cluster)")
 	printVersion := flag.Bool("version", false, "print the version and exit")
 	opts := zap.Options{Development: false}
 	opts.BindFlags(flag.CommandLine)
@@ -89,12 +90,13 @@ func main() {
 		os.Exit(2)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
-		PprofBindAddress:       pprofAddr,
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       "manager.fleetslice.io",
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "manager.fleetslice.io",
+		LeaderElectionNamespace: leaderNamespace,
 		// main returns as soon as the manager stops, so releasing the lease then is safe, and it
 		// lets the next replica of a rolling upgrade lead at once instead of after the lease runs out.
 		LeaderElectionReleaseOnCancel: true,
