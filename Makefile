@@ -56,6 +56,15 @@ k8s-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sched
 test: vet k8s-binaries kustomize ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
 	KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
+# The full fault suite: test/chaos at full size (1,000-Pod rollouts, a 60 s broker outage) and the
+# agent's kill and drift tests at their long sizes. `make test` runs the quick variants.
+CHAOS_REPORT ?= $(CURDIR)/docs/reliability-run.md
+
+.PHONY: chaos
+chaos: k8s-binaries ## Run the full fault suite on a local ClusterSet and the agent's fault tests; writes the measured table to docs/reliability-run.md.
+	FLEETSLICE_CHAOS=full FLEETSLICE_REQUIRE_KERNEL_TESTS=1 FLEETSLICE_CHAOS_REPORT=$(CHAOS_REPORT) \
+		KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -count=1 -timeout 90m -v $(TEST_FLAGS) ./test/chaos/ ./agent/...
+
 # Extra flags for `fleetslice bench`, e.g. make bench BENCH_FLAGS=--quick (every part shrunk, under
 # 3 minutes) or BENCH_FLAGS=--topology-sample=4000000 (an evenly spread tenth of the simulator's space).
 BENCH_FLAGS ?=

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -57,6 +58,9 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the health and readiness probes bind to")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address Go's pprof profiles are served on, e.g. 127.0.0.1:6060 (0 disables them)")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one manager replica reconciles at a time")
+	leaderLease := flag.Duration("leader-elect-lease-duration", 15*time.Second, "how long a standby replica waits after the leader's last renewal before it takes over")
+	leaderRenew := flag.Duration("leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down")
+	leaderRetry := flag.Duration("leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the leader election Lease")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the manager's own namespace when it runs in a cluster)")
 	printVersion := flag.Bool("version", false, "print the version and exit")
 	opts := zap.Options{Development: false}
@@ -80,6 +84,12 @@ func main() {
 		log.Error(err, "invalid EndpointSlice controller flags")
 		os.Exit(2)
 	}
+	if leaderElect && mcs.Enabled() {
+		if err := mcs.ValidateLeaderElection(*leaderLease, *leaderRetry); err != nil {
+			log.Error(err, "invalid leader election flags")
+			os.Exit(2)
+		}
+	}
 	cfg, err := config.GetConfigWithContext(kubeContext)
 	if err != nil {
 		log.Error(err, "unable to load a kubeconfig")
@@ -97,6 +107,9 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "manager.fleetslice.io",
 		LeaderElectionNamespace: leaderNamespace,
+		LeaseDuration:           leaderLease,
+		RenewDeadline:           leaderRenew,
+		RetryPeriod:             leaderRetry,
 		// main returns as soon as the manager stops, so releasing the lease then is safe, and it
 		// lets the next replica of a rolling upgrade lead at once instead of after the lease runs out.
 		LeaderElectionReleaseOnCancel: true,

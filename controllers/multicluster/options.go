@@ -154,3 +154,24 @@ func (o Options) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// LeaderHandOver is how long a member's broker Lease can go unrenewed when its leading manager
+// replica dies: up to a renew interval since the last renewal, then the leader election Lease
+// running out and a retry period on each side before the standby leads and renews.
+func (o Options) LeaderHandOver(leaderLease, retryPeriod time.Duration) time.Duration {
+	o = o.withDefaults()
+	return o.RenewInterval + leaderLease + 2*retryPeriod
+}
+
+// ValidateLeaderElection refuses leader election timings under which peers would judge this
+// cluster lost, and withdraw all its endpoints, every time its leader changes.
+func (o Options) ValidateLeaderElection(leaderLease, retryPeriod time.Duration) error {
+	o = o.withDefaults()
+	if gap := o.LeaderHandOver(leaderLease, retryPeriod); gap >= o.LeaseDuration {
+		return fmt.Errorf("a leader hand-over can leave the cluster Lease unrenewed for %s (renew interval %s + leader election lease %s + 2 × retry period %s), "+
+			"not less than --cluster-lease-duration %s: peers would withdraw this cluster's endpoints whenever its leader changes; "+
+			"lengthen --cluster-lease-duration or shorten --leader-elect-lease-duration and --leader-elect-retry-period",
+			gap.Round(time.Millisecond), o.RenewInterval.Round(time.Millisecond), leaderLease, retryPeriod, o.LeaseDuration)
+	}
+	return nil
+}

@@ -85,3 +85,30 @@ func TestTrustworthy(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateLeaderElection(t *testing.T) {
+	// controller-runtime's leader election defaults: a 15 s Lease, retried every 2 s.
+	defaults := Options{BrokerConfig: &rest.Config{}}
+	if got := defaults.LeaderHandOver(15*time.Second, 2*time.Second); got != 29*time.Second {
+		t.Fatalf("hand-over at the defaults = %s, want 29s (10s renew interval + 15s + 2 × 2s)", got)
+	}
+	for _, tc := range []struct {
+		name               string
+		clusterLease       time.Duration
+		leaderLease, retry time.Duration
+		wantErr            bool
+	}{
+		{"both at their defaults", 0, 15 * time.Second, 2 * time.Second, false},
+		{"a short cluster lease with the default leader election", 10 * time.Second, 15 * time.Second, 2 * time.Second, true},
+		{"a short cluster lease with a quick leader election", 10 * time.Second, 3 * time.Second, 500 * time.Millisecond, false},
+		{"a hand-over exactly as long as the cluster lease", 9 * time.Second, 4 * time.Second, 1 * time.Second, true},
+	} {
+		err := Options{BrokerConfig: &rest.Config{}, LeaseDuration: tc.clusterLease}.ValidateLeaderElection(tc.leaderLease, tc.retry)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: %v, want an error: %t", tc.name, err, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--cluster-lease-duration") {
+			t.Errorf("%s: the error should name the flag to change: %v", tc.name, err)
+		}
+	}
+}
