@@ -19,6 +19,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
@@ -152,6 +153,55 @@ var _ = Describe("bad input", func() {
 			Expect(s.Name).To(HavePrefix("a."))
 		}
 		Expect(conditionOf(ctx, a, ns, svc, mcsv1beta1.ServiceExportConditionReady)()).To(Equal("True/Exported"))
+		by.untouched(ctx)
+	})
+
+	It("refuses an export whose exportedLabels or exportedAnnotations no object could carry, and imports the valid exports without it", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		by := newBystander(ctx, ns, "steady")
+		// The mcs-api CRD takes any map; a ServiceImport's metadata does not.
+		createService(ctx, a, ns, "web", nil)
+		createSlice(ctx, a, ns, "web", "web-a", "10.94.1.1")
+		start := time.Now()
+		export(ctx, a, ns, "web", func(e *mcsv1beta1.ServiceExport) {
+			e.Spec.ExportedLabels = map[string]string{"tier": strings.Repeat("v", 64)}
+		})
+		createService(ctx, a, ns, "api", nil)
+		export(ctx, a, ns, "api", func(e *mcsv1beta1.ServiceExport) {
+			e.Spec.ExportedAnnotations = map[string]string{"not a key": "x"}
+		})
+		Eventually(conditionOf(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("False/" + string(merge.ReasonInvalidExportedLabels)))
+		timeTo("invalid exportedLabels: Valid=False/InvalidExportedLabels", start)
+		Eventually(conditionOf(ctx, a, ns, "api", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("False/" + string(merge.ReasonInvalidExportedAnnotations)))
+		Expect(exportMessage(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionValid)).To(ContainSubstring("tier"))
+		Eventually(exportEvents).WithArguments(ctx, a, ns, "web").Should(ContainElement(HavePrefix("Warning/ExportInvalid: " + string(merge.ReasonInvalidExportedLabels))))
+		GinkgoWriter.Printf("invalid labels: %s\n", exportMessage(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionValid))
+
+		By("a valid export of the same Service from another cluster is imported, the invalid one takes no part")
+		time.Sleep(1100 * time.Millisecond) // b's export is the newer: the invalid one would win every field
+		createService(ctx, b, ns, "web", nil)
+		createSlice(ctx, b, ns, "web", "web-b", "10.94.2.1")
+		export(ctx, b, ns, "web", func(e *mcsv1beta1.ServiceExport) {
+			e.Spec.ExportedLabels = map[string]string{"tier": "front"}
+		})
+		for _, m := range members {
+			Eventually(importedAddresses).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"10.94.2.1"}), "in %s", m.Name)
+			Expect(serviceImport(ctx, m, ns, "web").Labels).To(Equal(map[string]string{"tier": "front"}))
+			Expect(serviceImport(ctx, m, ns, "api")).To(BeNil())
+		}
+		Eventually(conditionOf(ctx, b, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).Should(Equal("False/NoConflicts"))
+
+		By("the labels corrected")
+		Eventually(func() error {
+			e := &mcsv1beta1.ServiceExport{}
+			if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, e); err != nil {
+				return err
+			}
+			e.Spec.ExportedLabels = map[string]string{"tier": "front"}
+			return a.Client.Update(ctx, e)
+		}).Should(Succeed())
+		Eventually(conditionOf(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
+		Eventually(importedAddresses).WithArguments(ctx, c, ns, "web").Should(Equal([]string{"10.94.1.1", "10.94.2.1"}))
 		by.untouched(ctx)
 	})
 
