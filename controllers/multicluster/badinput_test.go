@@ -258,6 +258,40 @@ var _ = Describe("bad input", func() {
 		Eventually(exportEvents).WithArguments(ctx, a, ns, "dns").Should(ContainElement(HavePrefix("Normal/ConflictResolved: ")))
 	})
 
+	It("keeps an import of one unnamed port servable when a newer export adds named ports", func(ctx SpecContext) {
+		// A Service of several ports must name each; a union of an unnamed port and named
+		// ones made the derived Service's update fail, and the import stayed Ready=False.
+		ns := newNamespace(ctx)
+		by := newBystander(ctx, ns, "steady")
+		createService(ctx, a, ns, "web", func(s *corev1.Service) { s.Spec.Ports[0].Name = "" })
+		createSlice(ctx, a, ns, "web", "web-a", "10.93.1.1")
+		export(ctx, a, ns, "web", nil)
+		Eventually(importClusters).WithArguments(ctx, c, ns, "web").Should(Equal([]string{"a"}))
+		time.Sleep(1100 * time.Millisecond)
+		createService(ctx, b, ns, "web", func(s *corev1.Service) {
+			s.Spec.Ports[0].Name = "http"
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)})
+		})
+		createSlice(ctx, b, ns, "web", "web-b", "10.93.2.1")
+		export(ctx, b, ns, "web", nil)
+		for _, m := range []*member{a, b} {
+			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).Should(Equal("True/PortConflict"), "on %s's export", m.Name)
+		}
+		unnamed := mcsv1beta1.ServicePort{Port: 80, Protocol: corev1.ProtocolTCP}
+		for _, m := range members {
+			Eventually(importedAddresses).WithArguments(ctx, m, ns, "web").Should(Equal([]string{"10.93.1.1", "10.93.2.1"}), "in %s", m.Name)
+			Eventually(func(g Gomega) {
+				si := serviceImport(ctx, m, ns, "web")
+				g.Expect(si.Spec.Ports).To(Equal([]mcsv1beta1.ServicePort{unnamed}))
+				g.Expect(conditionSummary(si.Status.Conditions, "Ready")).To(HavePrefix("True/"))
+				derived := derivedService(ctx, m, ns, "web")
+				g.Expect(derived).NotTo(BeNil())
+				g.Expect(derived.Spec.Ports).To(HaveLen(1))
+			}).Should(Succeed(), "in %s", m.Name)
+		}
+		by.untouched(ctx)
+	})
+
 	It("keeps a Headless import Headless when a newer export is a ClusterSetIP one, with TypeConflict and every endpoint", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
