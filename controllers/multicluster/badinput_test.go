@@ -62,6 +62,35 @@ var _ = Describe("bad input", func() {
 		timeTo("Service created after its export: imported in b", start)
 		by.untouched(ctx)
 
+		By("the exported Service turned into an ExternalName one, and back")
+		setType := func(t corev1.ServiceType) {
+			Eventually(func() error {
+				svc := &corev1.Service{}
+				if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ghost"}, svc); err != nil {
+					return err
+				}
+				svc.Spec.Type = t
+				if t == corev1.ServiceTypeExternalName {
+					svc.Spec.ExternalName, svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "example.com", "", nil
+					svc.Spec.IPFamilies, svc.Spec.IPFamilyPolicy, svc.Spec.InternalTrafficPolicy = nil, nil, nil
+				} else {
+					svc.Spec.ExternalName = ""
+				}
+				return a.Client.Update(ctx, svc)
+			}).Should(Succeed())
+		}
+		start = time.Now()
+		setType(corev1.ServiceTypeExternalName)
+		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("False/InvalidServiceType"))
+		for _, m := range members {
+			Eventually(serviceImport).WithArguments(ctx, m, ns, "ghost").Should(BeNil(), "in %s", m.Name)
+		}
+		timeTo("exported Service turned ExternalName: import withdrawn everywhere", start)
+		setType(corev1.ServiceTypeClusterIP)
+		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
+		Eventually(importedAddresses).WithArguments(ctx, b, ns, "ghost").Should(Equal([]string{"10.98.0.1"}))
+		by.untouched(ctx)
+
 		By("the Service deleted while exported")
 		start = time.Now()
 		Expect(a.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"}})).To(Succeed())
