@@ -159,11 +159,14 @@ func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) mer
 
 // trustworthy rejects a record whose spec speaks for another cluster or Service than its
 // labels say. The broker's admission policy refuses such writes; this guards brokers that
-// were set up without it.
+// were set up without it. It also rejects a record whose exported labels or annotations no
+// ServiceImport could carry (members refuse to publish one, older members did not): merged in,
+// they would fail every member's ServiceImport write and so stop the whole import.
 func trustworthy(record *v1alpha1.ServiceExportRecord) bool {
 	ns, name, ok := brokerServiceOf(record)
 	return ok && record.Spec.ClusterID == record.Labels[v1alpha1.LabelSourceCluster] &&
-		record.Spec.ServiceNamespace == ns && record.Spec.ServiceName == name
+		record.Spec.ServiceNamespace == ns && record.Spec.ServiceName == name &&
+		merge.ValidateExportedMetadata(record.Spec.ExportedLabels, record.Spec.ExportedAnnotations) == nil
 }
 
 func (r *exportReconciler) handleInvalid(ctx context.Context, export *mcsv1beta1.ServiceExport, invalid *merge.ExportError) error {

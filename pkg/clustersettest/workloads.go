@@ -2,21 +2,40 @@ package clustersettest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func randomSuffix() string { return rand.String(6) }
 
-// createNodes creates NodesPerZone ready Nodes in every zone, named <member>-<zone>-<n>, with
-// the zone label and allocatable CPU that topology hints read.
+// nodeName names the n-th Node of zone in member: "<member>-<zone>-<n>". The name is also the
+// Node's kubernetes.io/hostname label, a label value of at most 63 bytes, which a long cluster
+// id (up to 56 characters) and zone overrun; such a name is cut and given a digest of the
+// whole, so that it stays stable and distinct.
+func nodeName(member, zone string, n int) string {
+	name := fmt.Sprintf("%s-%s-%d", member, zone, n)
+	if len(name) <= validation.LabelValueMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	digest := hex.EncodeToString(sum[:])[:10]
+	cut := strings.TrimRight(name[:validation.LabelValueMaxLength-1-len(digest)], "-.")
+	return cut + "-" + digest
+}
+
+// createNodes creates NodesPerZone ready Nodes in every zone, named by nodeName, with the zone
+// label and allocatable CPU that topology hints read.
 func (m *Member) createNodes(ctx context.Context) error {
 	cpu, err := resource.ParseQuantity(m.opts.NodeCPU)
 	if err != nil {
@@ -25,7 +44,7 @@ func (m *Member) createNodes(ctx context.Context) error {
 	m.Nodes = map[string][]string{}
 	for _, zone := range m.opts.Zones {
 		for n := range m.opts.NodesPerZone {
-			name := fmt.Sprintf("%s-%s-%d", m.Name, zone, n)
+			name := nodeName(m.Name, zone, n)
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				corev1.LabelTopologyZone: zone,
 				corev1.LabelHostname:     name,

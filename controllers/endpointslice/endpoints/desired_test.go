@@ -63,6 +63,26 @@ func TestDesiredAddressTypesAndFamilies(t *testing.T) {
 			KeyOf(v6, httpPorts): {"fd00::1"},
 		},
 	}, {
+		// The API server allows one IP per family; a Pod that lists more (an older or a
+		// non-validating source) keeps them all, in its order, in one endpoint per family.
+		name: "several IPs of one family stay one endpoint",
+		svc:  service(families(corev1.IPv4Protocol, corev1.IPv6Protocol)),
+		pods: []*corev1.Pod{pod("a", "10.0.0.1", "fd00::1", "10.0.0.2", "fd00::2")},
+		want: map[string][]string{
+			KeyOf(v4, httpPorts): {"10.0.0.1+10.0.0.2"},
+			KeyOf(v6, httpPorts): {"fd00::1+fd00::2"},
+		},
+	}, {
+		name: "IPv6-only Pods have no endpoint in an IPv4 Service, and IPv4-only Pods none in an IPv6 one",
+		svc:  service(families(corev1.IPv6Protocol)),
+		pods: []*corev1.Pod{pod("a", "10.0.0.1"), pod("b", "10.0.0.2", "fd00::2")},
+		want: map[string][]string{KeyOf(v6, httpPorts): {"fd00::2"}},
+	}, {
+		name: "a dual-stack Service of IPv4-only Pods has an IPv4 set and no IPv6 one",
+		svc:  service(families(corev1.IPv4Protocol, corev1.IPv6Protocol)),
+		pods: []*corev1.Pod{pod("a", "10.0.0.1"), pod("b", "10.0.0.2")},
+		want: map[string][]string{KeyOf(v4, httpPorts): {"10.0.0.1", "10.0.0.2"}},
+	}, {
 		name: "endpoints sort numerically by address",
 		svc:  service(),
 		pods: []*corev1.Pod{pod("a", "10.0.0.10"), pod("b", "10.0.0.9"), pod("c", "9.0.0.1")},

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,12 +118,13 @@ func port(name string, number int32) discoveryv1.EndpointPort {
 	return discoveryv1.EndpointPort{Name: ptr.To(name), Port: ptr.To(number), Protocol: ptr.To(corev1.ProtocolTCP)}
 }
 
-// addressesOf returns each set's endpoints' first addresses, by Key.
+// addressesOf returns each set's endpoints' addresses, by Key.
 func addressesOf(sets []Set) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range sets {
 		for _, ep := range s.Endpoints {
-			out[s.Key] = append(out[s.Key], ep.Addresses...)
+			// An endpoint of several addresses reads "first+second".
+			out[s.Key] = append(out[s.Key], strings.Join(ep.Addresses, "+"))
 		}
 	}
 	return out

@@ -212,6 +212,9 @@ func checkPorts(t *testing.T, records []Record, result Result) {
 		if names[p.Name] || keys[keyOf(p)] {
 			t.Fatalf("two merged ports share a name or protocol and number: %v", merged)
 		}
+		if p.Name == "" && len(merged) > 1 {
+			t.Fatalf("an unnamed port beside others, which no derived Service could carry: %v", merged)
+		}
 		names[p.Name] = true
 		keys[keyOf(p)] = true
 	}
@@ -234,7 +237,8 @@ func checkPorts(t *testing.T, records []Record, result Result) {
 		}
 		for _, p := range distinctPorts(r.Ports) {
 			present := slices.ContainsFunc(merged, func(q mcsv1beta1.ServicePort) bool { return samePort(p, q) })
-			clashes := names[p.Name] || keys[keyOf(p)]
+			// An unnamed port clashes with any other, as a Service must name each of several.
+			clashes := names[p.Name] || keys[keyOf(p)] || (len(merged) > 0 && (p.Name == "" || names[""]))
 			if !present && !clashes {
 				t.Fatalf("port %v of cluster %s neither merged nor clashing: %v", p, r.ClusterID, merged)
 			}

@@ -53,6 +53,7 @@ func unitePorts(ordered []*Record) unitedPorts {
 	byName := map[string]int{}
 	byKey := map[protocolPort]int{}
 	var losses []portLoss
+	unnamed := -1 // index in all of the unnamed port, if one was taken
 
 	for _, record := range ordered {
 		for _, port := range distinctPorts(record.Ports) {
@@ -65,6 +66,16 @@ func unitePorts(ordered []*Record) unitedPorts {
 			if i, ok := byKey[keyOf(port)]; ok {
 				losses = append(losses, portLoss{cluster: record.ClusterID, port: port, winner: all[i].port, winnerCluster: all[i].cluster})
 				continue
+			}
+			// A Service of several ports must name every one, so an unnamed port and any other
+			// clash: the derived Service could not carry both, and its write would fail.
+			if len(all) > 0 && (port.Name == "" || unnamed >= 0) {
+				winner := all[max(unnamed, 0)]
+				losses = append(losses, portLoss{cluster: record.ClusterID, port: port, winner: winner.port, winnerCluster: winner.cluster})
+				continue
+			}
+			if port.Name == "" {
+				unnamed = len(all)
 			}
 			byName[port.Name] = len(all)
 			byKey[keyOf(port)] = len(all)
@@ -105,8 +116,9 @@ func portSet(ports []mcsv1beta1.ServicePort) []string {
 }
 
 // distinctPorts drops the later of two ports of one export that share a name or a
-// protocol and number. A valid Service never has such ports; without this a single broken
-// record would conflict with itself.
+// protocol and number, and an unnamed port beside others. A valid Service never has such
+// ports; without this a single broken record would conflict with itself, or give a union no
+// Service could carry.
 func distinctPorts(ports []mcsv1beta1.ServicePort) []mcsv1beta1.ServicePort {
 	if len(ports) < 2 {
 		return ports
@@ -121,6 +133,9 @@ func distinctPorts(ports []mcsv1beta1.ServicePort) []mcsv1beta1.ServicePort {
 		names[port.Name] = true
 		keys[keyOf(port)] = true
 		distinct = append(distinct, port)
+	}
+	if len(distinct) > 1 && names[""] {
+		distinct = slices.DeleteFunc(distinct, func(p mcsv1beta1.ServicePort) bool { return p.Name == "" })
 	}
 	return distinct
 }

@@ -147,6 +147,35 @@ func TestMergePorts(t *testing.T) {
 			want: []mcsv1beta1.ServicePort{tcp("http", 80)},
 		},
 		{
+			// A Service of several ports must name each: the union may not hold an unnamed
+			// port beside another, or no derived Service could carry it.
+			name: "an unnamed port keeps named ports of newer exports out",
+			records: []Record{
+				record("a", 0, ports(tcp("", 80))),
+				record("b", 1, ports(tcp("http", 80), tcp("metrics", 9090))),
+			},
+			want:         []mcsv1beta1.ServicePort{tcp("", 80)},
+			wantConflict: true,
+			wantMessages: map[string]string{"b": `"metrics" TCP/9090 clashes with "" TCP/80 from cluster "a", which is used`},
+		},
+		{
+			name: "named ports keep an unnamed port of a newer export out",
+			records: []Record{
+				record("a", 0, ports(tcp("http", 80))),
+				record("b", 1, ports(tcp("", 81))),
+			},
+			want:         []mcsv1beta1.ServicePort{tcp("http", 80)},
+			wantConflict: true,
+			wantMessages: map[string]string{"b": `this export's "" TCP/81 clashes with "http" TCP/80 from cluster "a", which is used`},
+		},
+		{
+			name: "a broken record's unnamed port beside named ones is dropped",
+			records: []Record{
+				record("a", 0, ports(tcp("", 80), tcp("http", 81))),
+			},
+			want: []mcsv1beta1.ServicePort{tcp("http", 81)},
+		},
+		{
 			name:    "exports without ports",
 			records: []Record{record("a", 0, ports()), record("b", 1, ports())},
 			want:    []mcsv1beta1.ServicePort{},

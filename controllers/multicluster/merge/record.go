@@ -7,6 +7,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
@@ -23,9 +27,45 @@ func (e *ExportError) Error() string {
 	return string(e.Reason) + ": " + e.Message
 }
 
+// Valid=False reasons for exported metadata that no ServiceImport could carry. The MCS API
+// defines none (its CRD takes any map), so the names follow its Invalid<Field> pattern.
+const (
+	ReasonInvalidExportedLabels      mcsv1beta1.ServiceExportConditionReason = "InvalidExportedLabels"
+	ReasonInvalidExportedAnnotations mcsv1beta1.ServiceExportConditionReason = "InvalidExportedAnnotations"
+)
+
+// maxInvalidMessageBytes keeps a Valid condition readable however many entries are wrong.
+const maxInvalidMessageBytes = 1024
+
+// ValidateExportedMetadata says why exportedLabels or exportedAnnotations cannot be the labels
+// or annotations of a ServiceImport, or returns nil. Published, they would make every member's
+// ServiceImport write fail, and so stop the import of every cluster's export of the Service
+// (the oldest export's labels win); so such an export is refused instead, and importers skip
+// a record that carries them.
+func ValidateExportedMetadata(labels, annotations map[string]string) *ExportError {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	// Key by key, in order, so that the message names the offending label.
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		path := spec.Child("exportedLabels").Key(k)
+		errs = append(errs, metav1validation.ValidateLabelName(k, path)...)
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			errs = append(errs, field.Invalid(path, labels[k], msg))
+		}
+	}
+	if len(errs) > 0 {
+		return &ExportError{Reason: ReasonInvalidExportedLabels, Message: truncate(errs.ToAggregate().Error(), maxInvalidMessageBytes)}
+	}
+	if errs := apivalidation.ValidateAnnotations(annotations, spec.Child("exportedAnnotations")); len(errs) > 0 {
+		return &ExportError{Reason: ReasonInvalidExportedAnnotations, Message: truncate(errs.ToAggregate().Error(), maxInvalidMessageBytes)}
+	}
+	return nil
+}
+
 // RecordFromService returns the record cluster clusterID publishes for export, whose Service
 // (same namespace and name) is service, or nil when it does not exist. It fails with an
-// *ExportError (reason NoService or InvalidServiceType) when the export is not valid, and with
+// *ExportError (reason NoService, InvalidServiceType, InvalidExportedLabels or
+// InvalidExportedAnnotations) when the export is not valid, and with
 // a plain error when the arguments themselves are unusable.
 func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, service *corev1.Service) (Record, error) {
 	if export == nil {
@@ -57,6 +97,9 @@ func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, servi
 	importType, err := importTypeOf(service)
 	if err != nil {
 		return Record{}, err
+	}
+	if invalid := ValidateExportedMetadata(export.Spec.ExportedLabels, export.Spec.ExportedAnnotations); invalid != nil {
+		return Record{}, invalid
 	}
 
 	return Record{

@@ -203,3 +203,38 @@ func TestRecordFromServiceReadsTheClusterPreference(t *testing.T) {
 		})
 	}
 }
+
+func TestRecordFromServiceRefusesMetadataNoImportCouldCarry(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		want        mcsv1beta1.ServiceExportConditionReason
+	}{
+		{name: "label value over 63 bytes", labels: map[string]string{"tier": strings.Repeat("v", 64)}, want: ReasonInvalidExportedLabels},
+		{name: "label key with a space", labels: map[string]string{"a b": "c"}, want: ReasonInvalidExportedLabels},
+		{name: "annotation key with a space", annotations: map[string]string{"a b": "c"}, want: ReasonInvalidExportedAnnotations},
+		{name: "annotations over 256 KiB", annotations: map[string]string{"big": strings.Repeat("x", 256*1024)}, want: ReasonInvalidExportedAnnotations},
+		{name: "at the limits", labels: map[string]string{"example.com/" + strings.Repeat("k", 63): strings.Repeat("v", 63)},
+			annotations: map[string]string{"big": strings.Repeat("x", 200*1024)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			export := exportOf("shop", "cart")
+			export.Spec.ExportedLabels, export.Spec.ExportedAnnotations = tc.labels, tc.annotations
+			_, err := RecordFromService("east", export, serviceOf("shop", "cart"))
+			var exportErr *ExportError
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				return
+			}
+			if !errors.As(err, &exportErr) || exportErr.Reason != tc.want {
+				t.Fatalf("err = %v, want reason %s", err, tc.want)
+			}
+			if len(exportErr.Message) > maxInvalidMessageBytes || exportErr.Message == "" {
+				t.Fatalf("message of %d bytes: %q", len(exportErr.Message), exportErr.Message)
+			}
+		})
+	}
+}

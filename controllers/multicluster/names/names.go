@@ -22,6 +22,8 @@ const (
 	// hashedRecordDigestLen is 80 bits of SHA-256: collisions among the records of one broker
 	// namespace are not a practical concern at that size.
 	hashedRecordDigestLen = 20
+	// hashedOwnedPartMax leaves room for "-" and the digest in the label after the owner's id.
+	hashedOwnedPartMax = validation.DNS1123LabelMaxLength - 1 - hashedRecordDigestLen
 
 	importedServicePartMax = 30
 	importedClusterPartMax = 20
@@ -56,9 +58,12 @@ func RecordLabels(clusterID, namespace, name string) map[string]string {
 // For valid inputs the name is "<clusterID>.<namespace>.<name>". Namespaces and Service names
 // never contain dots, so reading the last two labels back gives the inputs: distinct triples
 // get distinct names even though cluster ids may contain a dot. When the readable form would
-// be invalid or longer than a DNS-1123 subdomain allows, the name is a sanitised prefix plus a
-// digest of the inputs, joined by a single dot: two labels only, so it can never equal a
-// readable name, which always has at least three.
+// be invalid or longer than a DNS-1123 subdomain allows, the name is a hashed one of two
+// labels only, so it can never equal a readable name, which always has at least three.
+//
+// Every name of a valid cluster id (a DNS-1123 label, as members' ids are) starts with
+// "<clusterID>.", hashed or not: the broker's admission policy refuses a member a name that
+// does not start with its own id, so no member can take a name another member will need.
 func RecordName(clusterID, namespace, name string) string {
 	if len(validation.IsDNS1123Subdomain(clusterID)) == 0 &&
 		len(validation.IsDNS1123Label(namespace)) == 0 &&
@@ -68,11 +73,21 @@ func RecordName(clusterID, namespace, name string) string {
 			return readable
 		}
 	}
+	sum := digest(hashedRecordDigestLen, clusterID, namespace, name)
+	if len(validation.IsDNS1123Label(clusterID)) == 0 {
+		// The owner's id, then one label: a readable cut of the rest and the digest.
+		if part := labelPart(namespace+"-"+name, hashedOwnedPartMax); part != "" {
+			return clusterID + "." + part + "-" + sum
+		}
+		return clusterID + "." + sum
+	}
+	// Ids that are no label never reach a broker (members validate theirs); they keep the
+	// older form so that nothing already named by it changes.
 	prefix := labelPart(clusterID+"-"+namespace+"-"+name, hashedRecordPrefixMax)
 	if prefix == "" {
 		prefix = "record"
 	}
-	return prefix + "." + digest(hashedRecordDigestLen, clusterID, namespace, name)
+	return prefix + "." + sum
 }
 
 // BrokerCopyName returns the name of the broker copy of the local EndpointSlice sourceSlice

@@ -19,7 +19,7 @@ func TestRecordName(t *testing.T) {
 		{name: "cluster id with a dot", cluster: "east.registry1", ns: "shop", svc: "cart", want: "east.registry1.shop.cart"},
 		{name: "too long for a subdomain", cluster: long + "." + long + "." + long, ns: long, svc: long, hashed: true, want: "xxxx"},
 		{name: "uppercase cluster id", cluster: "East", ns: "default", svc: "web", hashed: true, want: "east-default-web."},
-		{name: "dot in the service name", cluster: "east", ns: "default", svc: "a.b", hashed: true, want: "east-default-a-b."},
+		{name: "dot in the service name", cluster: "east", ns: "default", svc: "a.b", hashed: true, want: "east.default-a-b-"},
 		{name: "all empty", hashed: true, want: "record."},
 	}
 	for _, tc := range tests {
@@ -65,6 +65,7 @@ func TestNamesStayStable(t *testing.T) {
 		{RecordName("east", "shop", "web"), "east.shop.web"},
 		{RecordName("East", "default", "web"), "east-default-web.900cb0ce839b1268b5ee"},
 		{BrokerCopyName("east", "shop", "web-abc"), "east.shop.web-abc"},
+		{BrokerCopyName("east", "shop", "web.abc"), "east.shop-web-abc-8298177b623ab47b9891"},
 		{ImportedName("web", "east", "web-abc"), "web-east-306ffcb2db12"},
 		{ImportedName("Web.Prod", "east.one", "slice.1"), "web-prod-east-one-7d529f2748dc"},
 		{DerivedServiceName("shop", "web"), "derived-s43vmrvr32"},
@@ -104,6 +105,32 @@ func TestNamesKeepLookalikesApart(t *testing.T) {
 			}
 			if first, second := r.fn(x[0], x[1], x[2]), r.fn(y[0], y[1], y[2]); first == second {
 				t.Errorf("%s: %q and %q share the name %q", r.name, x, y, first)
+			}
+		}
+	}
+}
+
+// TestBrokerNamesStartWithTheOwner: the broker's admission policy lets a member create only
+// names that start with "<its id>.", so every record and copy name of a valid id must, at the
+// greatest lengths the API allows: a 56-character id, 63-character namespace and Service names,
+// 253-character slice names with dots.
+func TestBrokerNamesStartWithTheOwner(t *testing.T) {
+	longID := strings.Repeat("c", 56)
+	longLabel := strings.Repeat("n", 63)
+	dotted := strings.Repeat(strings.Repeat("s", 62)+".", 5)[:253]
+	for _, id := range []string{"east", longID} {
+		for _, got := range []string{
+			RecordName(id, "shop", "web"),
+			RecordName(id, longLabel, longLabel),
+			BrokerCopyName(id, longLabel, longLabel),
+			BrokerCopyName(id, longLabel, dotted),
+			BrokerCopyName(id, "shop", "-.-"),
+		} {
+			if !strings.HasPrefix(got, id+".") {
+				t.Errorf("%q does not start with its owner %q", got, id+".")
+			}
+			if errs := validation.IsDNS1123Subdomain(got); len(errs) != 0 {
+				t.Errorf("%q: %v", got, errs)
 			}
 		}
 	}

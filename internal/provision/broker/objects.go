@@ -135,7 +135,8 @@ func rule(group, resource string) admissionregistrationv1.RuleWithOperations {
 }
 
 // ownershipPolicy refuses a member's write unless the object's source-cluster label, before
-// and after, names the writing member; a Lease must also be named after it.
+// and after, names the writing member; a new record or slice copy must be named "<its id>.",
+// and a Lease after it.
 func ownershipPolicy(namespace string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	prefix := userPrefix(namespace)
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -165,6 +166,14 @@ func ownershipPolicy(namespace string) *admissionregistrationv1.ValidatingAdmiss
 				{
 					Expression:        fmt.Sprintf("request.operation == 'CREATE' || (variables.oldCluster != '' && '%s' + variables.oldCluster == request.userInfo.username)", prefix),
 					MessageExpression: "request.userInfo.username + ' may not change or delete an object written by cluster ' + variables.oldCluster",
+					Reason:            ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					// Names are deterministic, so a member that took another's name first would
+					// keep it from ever publishing: names.RecordName starts every name with the
+					// owner's id and a dot. Only creates are judged; an object's name never changes.
+					Expression:        "request.operation != 'CREATE' || request.resource.resource == 'leases' || object.metadata.name.startsWith(variables.newCluster + '.')",
+					MessageExpression: "request.userInfo.username + ' may only create objects named ' + variables.newCluster + '.<...>, not ' + object.metadata.name",
 					Reason:            ptr.To(metav1.StatusReasonForbidden),
 				},
 				{

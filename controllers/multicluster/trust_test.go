@@ -1,0 +1,43 @@
+package multicluster
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
+)
+
+// TestTrustworthyRecords: a record takes part in the merge only when its spec speaks for the
+// cluster and Service its labels name, and its exported metadata fits a ServiceImport (one that
+// does not, from a member that did not check, would stop every member's import of the Service).
+func TestTrustworthyRecords(t *testing.T) {
+	good := func() *v1alpha1.ServiceExportRecord {
+		return &v1alpha1.ServiceExportRecord{
+			ObjectMeta: metav1.ObjectMeta{Name: names.RecordName("east", "shop", "web"), Labels: names.RecordLabels("east", "shop", "web")},
+			Spec:       v1alpha1.ServiceExportRecordSpec{ClusterID: "east", ServiceNamespace: "shop", ServiceName: "web", ExportedLabels: map[string]string{"tier": "front"}},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*v1alpha1.ServiceExportRecord)
+		want bool
+	}{
+		{"as published", func(*v1alpha1.ServiceExportRecord) {}, true},
+		{"spec speaks for another cluster", func(r *v1alpha1.ServiceExportRecord) { r.Spec.ClusterID = "west" }, false},
+		{"spec speaks for another Service", func(r *v1alpha1.ServiceExportRecord) { r.Spec.ServiceName = "api" }, false},
+		{"no Service labels", func(r *v1alpha1.ServiceExportRecord) { delete(r.Labels, v1alpha1.LabelServiceName) }, false},
+		{"label value no object may carry", func(r *v1alpha1.ServiceExportRecord) { r.Spec.ExportedLabels["tier"] = strings.Repeat("v", 64) }, false},
+		{"annotation key no object may carry", func(r *v1alpha1.ServiceExportRecord) { r.Spec.ExportedAnnotations = map[string]string{"a b": ""} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good()
+			tc.edit(r)
+			if got := trustworthy(r); got != tc.want {
+				t.Fatalf("trustworthy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
