@@ -322,9 +322,15 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 }
 
 func rolloutDeployment(ns string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": "rollout"}
+	return RollingDeployment(ns, "rollout", replicas)
+}
+
+// RollingDeployment is a Deployment of agnhost Pods labelled app=<name>, spread over zones, that
+// rolls 25% at a time (maxSurge and maxUnavailable), as a typical production Deployment does.
+func RollingDeployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rollout"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
