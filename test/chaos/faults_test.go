@@ -58,6 +58,19 @@ var _ = Describe("faults", Ordered, func() {
 		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 	})
 
+	It("rolls out without a fault, as the baseline of the rollouts below", func(ctx SpecContext) {
+		m := fleet[0]
+		r := m.replicas[0]
+		t0, before := time.Now(), r.counts()
+		Expect(rollOut(ctx, m, web)).To(Succeed())
+		converged := settled(ctx, t0)
+		lost, dup := disturbed(t0, nil)
+		record(row{Fault: "none (baseline)", Injected: fmt.Sprintf("a %d-Pod rollout", size.RolloutPods),
+			Converged: converged, Writes: r.counts().sub(before), Lost: lost, Duplicated: dup,
+			Note: "converged counts from the rollout's start: what the rows below take without their fault"})
+		Expect(lost + dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
+	})
+
 	It("recovers when the manager is killed in the middle of a rollout", func(ctx SpecContext) {
 		m := fleet[0]
 		r := m.replicas[0]
@@ -71,7 +84,8 @@ var _ = Describe("faults", Ordered, func() {
 		converged := settled(ctx, back)
 		lost, dup := disturbed(t0, nil)
 		record(row{Fault: "manager SIGKILLed mid-rollout", Injected: fmt.Sprintf("SIGKILL with 30%% of a %d-Pod rollout done, restarted 1 s later", size.RolloutPods),
-			Converged: converged, Writes: r.counts().sub(before), Lost: lost, Duplicated: dup})
+			Converged: converged, Writes: r.counts().sub(before), Lost: lost, Duplicated: dup,
+			Note: fmt.Sprintf("%s from the rollout's start", (back.Sub(t0) + converged).Round(100*time.Millisecond))})
 		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 	})
 
@@ -99,7 +113,7 @@ var _ = Describe("faults", Ordered, func() {
 		Expect(lists).To(BeNumerically(">", 0), "no informer listed again after the restart")
 		lost, dup := disturbed(t0, nil)
 		record(row{Fault: "kube-apiserver restarted, etcd compacted, mid-rollout", Injected: fmt.Sprintf("etcd compacted at revision %d, kube-apiserver SIGTERMed and started again", rev),
-			Converged: converged, Writes: w, Lost: lost, Duplicated: dup, Note: fmt.Sprintf("%d lists as the manager's informers started over", lists)})
+			Converged: converged, Writes: w, Lost: lost, Duplicated: dup, Note: fmt.Sprintf("%d lists as the manager's informers started over; %s from the rollout's start", lists, (back.Sub(t0) + converged).Round(100*time.Millisecond))})
 		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 	})
 
