@@ -83,6 +83,7 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 		// Watches are long responses streamed event by event.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			w.Header().Set(unreachableHeader, "true")
 			writeStatus(w, http.StatusBadGateway, "proxy: "+err.Error())
 		},
 	}
@@ -154,13 +155,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !failed:
 		p.forward.ServeHTTP(w, r)
+		p.unreachable(req, w.Header())
 	case fault.AfterApply:
 		// The upstream answer is thrown away: the client sees only the failure.
-		p.forward.ServeHTTP(discard{header: http.Header{}}, r)
+		d := discard{header: http.Header{}}
+		p.forward.ServeHTTP(d, r)
+		p.unreachable(req, d.header)
 		writeStatus(w, fault.Code, "injected after the write was applied")
 	default:
 		writeStatus(w, fault.Code, "injected before the write reached the server")
 	}
+}
+
+// unreachableHeader marks, for the proxy itself, an answer it made up because the upstream could
+// not be reached.
+const unreachableHeader = "X-Faultproxy-Unreachable"
+
+// unreachable counts a request that never reached the upstream (a server down, say).
+func (p *Proxy) unreachable(req Request, answered http.Header) {
+	if answered.Get(unreachableHeader) == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := Key{Resource: req.Resource, Verb: req.Verb}
+	c := p.counts[key]
+	c.Unreachable++
+	p.counts[key] = c
 }
 
 // decide counts the request and says whether (and how) it fails: only writes ever fail.

@@ -142,6 +142,23 @@ func TestFailWritesShare(t *testing.T) {
 	}
 }
 
+func TestUnreachableUpstream(t *testing.T) {
+	cfg, _ := upstream(t)
+	p, err := Start(&rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: cfg.TLSClientConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	code, _, err := send(t, p, "POST", "/api/v1/namespaces/demo/services")
+	if err != nil || code != http.StatusBadGateway {
+		t.Fatalf("a write to a server that is down: %d %v", code, err)
+	}
+	got := p.Counts()
+	if got.Writes() != 0 || got.Unreachable() != 1 {
+		t.Fatalf("a write that never reached the server is no write: %s", got)
+	}
+}
+
 func TestCutAndRestore(t *testing.T) {
 	cfg, _ := upstream(t)
 	p, err := Start(cfg)

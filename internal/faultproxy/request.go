@@ -70,8 +70,9 @@ func Classify(method, path string, watch bool) Request {
 // Key is one kind of write.
 type Key struct{ Resource, Verb string }
 
-// Count is how many writes of one kind the client made, and how many of them the proxy failed.
-type Count struct{ Total, Failed int }
+// Count is how many requests of one kind the client made, how many of them the proxy failed, and
+// how many could not reach the server at all.
+type Count struct{ Total, Failed, Unreachable int }
 
 // Counts are a proxy's write counts by kind.
 type Counts map[Key]Count
@@ -80,8 +81,8 @@ type Counts map[Key]Count
 func (c Counts) Sub(before Counts) Counts {
 	out := Counts{}
 	for k, v := range c {
-		d := Count{Total: v.Total - before[k].Total, Failed: v.Failed - before[k].Failed}
-		if d.Total != 0 || d.Failed != 0 {
+		d := Count{Total: v.Total - before[k].Total, Failed: v.Failed - before[k].Failed, Unreachable: v.Unreachable - before[k].Unreachable}
+		if d != (Count{}) {
 			out[k] = d
 		}
 	}
@@ -95,18 +96,29 @@ func (c Counts) Add(o Counts) Counts {
 		out[k] = v
 	}
 	for k, v := range o {
-		out[k] = Count{Total: out[k].Total + v.Total, Failed: out[k].Failed + v.Failed}
+		out[k] = Count{Total: out[k].Total + v.Total, Failed: out[k].Failed + v.Failed, Unreachable: out[k].Unreachable + v.Unreachable}
 	}
 	return out
 }
 
-// Writes sums the writes, leaving out the resources skip names (such as "leases" and "events").
+// Writes sums the writes that reached the server (failed ones included: a 409 or 500 was still
+// answered by it, or by the proxy in its place), leaving out the resources skip names (such as
+// "leases" and "events").
 func (c Counts) Writes(skip ...string) int {
 	n := 0
 	for k, v := range c {
 		if isWrite(k.Verb) && !slices.Contains(skip, k.Resource) {
-			n += v.Total
+			n += v.Total - v.Unreachable
 		}
+	}
+	return n
+}
+
+// Unreachable sums the requests that could not reach the server.
+func (c Counts) Unreachable() int {
+	n := 0
+	for _, v := range c {
+		n += v.Unreachable
 	}
 	return n
 }
@@ -167,6 +179,9 @@ func (c Counts) String() string {
 		b.WriteString(strconv.Itoa(c[k].Total))
 		if c[k].Failed > 0 {
 			b.WriteString(" (" + strconv.Itoa(c[k].Failed) + " failed)")
+		}
+		if c[k].Unreachable > 0 {
+			b.WriteString(" (" + strconv.Itoa(c[k].Unreachable) + " unreachable)")
 		}
 	}
 	if b.Len() == 0 {

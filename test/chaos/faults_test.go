@@ -173,9 +173,10 @@ var _ = Describe("faults", Ordered, func() {
 		lateExports = append(lateExports, late)
 		converged := settled(ctx, back)
 		lost, dup := disturbed(t0, nil)
+		w := fleetWrites().sub(before)
 		record(row{Fault: "broker down", Injected: fmt.Sprintf("the broker's kube-apiserver stopped for %s; a Service exported meanwhile", outage.Round(time.Second)),
-			Converged: converged, Writes: fleetWrites().sub(before), Lost: lost, Duplicated: dup,
-			Note: "imports checked intact at the end of the outage; the new export imported after it"})
+			Converged: converged, Writes: w, Lost: lost, Duplicated: dup,
+			Note: fmt.Sprintf("imports checked intact at the end of the outage; the new export imported after it; %d requests could not reach the broker meanwhile", w.broker.Unreachable())})
 		Expect(lost+dup).To(BeZero(), "a broker outage is not a lost member: %v", steady.since(t0))
 	})
 
