@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -82,6 +84,8 @@ func Start(upstream *rest.Config) (*Proxy, error) {
 		Transport: transport,
 		// Watches are long responses streamed event by event.
 		FlushInterval: -1,
+		// A cut or a server going away breaks responses mid-body; the client sees that already.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			w.Header().Set(unreachableHeader, "true")
 			writeStatus(w, http.StatusBadGateway, "proxy: "+err.Error())

@@ -32,7 +32,7 @@ var _ = Describe("faults", Ordered, func() {
 		t0 := time.Now()
 		for _, m := range fleet {
 			r := m.replicas[0]
-			Expect(r.process.Stop(15 * time.Second)).To(Succeed())
+			Expect(r.stop()).To(Succeed())
 			Expect(r.start()).To(Succeed())
 		}
 		for r := range before {
@@ -68,7 +68,7 @@ var _ = Describe("faults", Ordered, func() {
 		record(row{Fault: "none (baseline)", Injected: fmt.Sprintf("a %d-Pod rollout", size.RolloutPods),
 			Converged: converged, Writes: r.counts().sub(before), Lost: lost, Duplicated: dup,
 			Note: "converged counts from the rollout's start: what the rows below take without their fault"})
-		Expect(lost + dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
+		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 	})
 
 	It("recovers when the manager is killed in the middle of a rollout", func(ctx SpecContext) {
@@ -105,8 +105,7 @@ var _ = Describe("faults", Ordered, func() {
 		Eventually(func() error { return m.client.List(ctx, &appsv1.DeploymentList{}, client.InNamespace(namespace)) }).
 			WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		converged := settled(ctx, back)
-		exited, _ := r.process.Exited()
-		Expect(exited).To(BeFalse(), "the manager must ride out an API server restart: %s", r.process.Describe(20))
+		Expect(r.unexpectedRestarts()).To(BeZero(), "the manager must ride out an API server restart: %s", r.running().Describe(20))
 		w := r.counts().sub(before)
 		lists := w.api.Requests("list")
 		// Every informer lists again once its watch cannot resume: the proof the fault struck.
@@ -203,12 +202,12 @@ var _ = Describe("faults", Ordered, func() {
 	It("hands over to the standby replica when the leader is killed, without duplicate writes", func(ctx SpecContext) {
 		m := fleet[1]
 		first := m.replicas[0]
-		Expect(first.process.Stop(15 * time.Second)).To(Succeed())
-		// The suite's 10 s cluster lease needs a hand-over quicker than controller-runtime's
+		Expect(first.stop()).To(Succeed())
+		// The suite's 15 s cluster lease needs a hand-over quicker than controller-runtime's
 		// default 15 s leader Lease, or peers would withdraw the member meanwhile (the manager
 		// refuses such flags: ValidateLeaderElection).
 		election := []string{"--leader-elect", "--leader-election-namespace", "kube-system",
-			"--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"}
+			"--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s"}
 		first.args = append(first.args, election...)
 		Expect(first.start()).To(Succeed())
 		Expect(m.startReplica(election)).To(Succeed())
@@ -248,7 +247,7 @@ var _ = Describe("faults", Ordered, func() {
 		lost, dup := disturbed(t0, nil)
 		record(row{Fault: "leader killed (two replicas)", Injected: "SIGKILL to the leading replica mid-rollout; the standby waits out the leader Lease",
 			Converged: converged, Writes: w, Lost: lost, Duplicated: dup,
-			Note: fmt.Sprintf("hand-over %s (leader Lease 3 s, retry 0.5 s); the standby wrote nothing while it stood by", handOver.Round(100*time.Millisecond))})
+			Note: fmt.Sprintf("hand-over %s (leader Lease 5 s, retry 1 s); the standby wrote nothing while it stood by", handOver.Round(100*time.Millisecond))})
 		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 		// The killed replica comes back as the new standby, as its Deployment would restart it.
 		Expect(leader.start()).To(Succeed())

@@ -10,8 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	. "github.com/onsi/ginkgo/v2"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -37,16 +40,20 @@ type member struct {
 // replica is one manager process. It reaches its member and the broker through proxies of its
 // own, so each replica's writes are counted apart and faults reach only it.
 type replica struct {
-	name          string
-	process       *localset.Process
-	api, broker   *faultproxy.Proxy
-	metrics       string
-	args          []string
-	kubeconfig    string
-	brokerConfig  string
-	member        *member
-	startedAt     time.Time
-	stoppedByTest bool
+	name         string
+	process      *localset.Process
+	api, broker  *faultproxy.Proxy
+	metrics      string
+	args         []string
+	kubeconfig   string
+	brokerConfig string
+	member       *member
+
+	// The replica is supervised as a kubelet would: if it exits when the test did not stop it
+	// (a lost leader election on a loaded machine, say), it is started again a second later.
+	mu       sync.Mutex
+	stopping bool
+	restarts int
 }
 
 func newMember(ctx context.Context, name string) (*member, error) {
@@ -95,18 +102,74 @@ func (r *replica) start() error {
 		"--cluster-lease-duration", size.Lease.String(),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--health-probe-bind-address", "0",
 	}, r.args...)
-	r.process, err = localset.StartProcess(filepath.Join(clusterSet.Workdir, "logs"), r.name, filepath.Join(binDir, "manager"), args...)
-	r.startedAt = time.Now()
-	return err
+	p, err := localset.StartProcess(filepath.Join(clusterSet.Workdir, "logs"), r.name, filepath.Join(binDir, "manager"), args...)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.process, r.stopping = p, false
+	r.mu.Unlock()
+	go r.supervise(p)
+	return nil
+}
+
+func (r *replica) supervise(p *localset.Process) {
+	for {
+		if exited, _ := p.Exited(); exited {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.mu.Lock()
+	unexpected := !r.stopping && r.process == p
+	if unexpected {
+		r.restarts++
+	}
+	r.mu.Unlock()
+	if !unexpected {
+		return
+	}
+	fmt.Fprintf(GinkgoWriter, "%s\nrestarting it, as a kubelet would\n", p.Describe(5))
+	time.Sleep(time.Second)
+	if err := r.start(); err != nil {
+		fmt.Fprintf(GinkgoWriter, "restarting %s: %v\n", r.name, err)
+	}
+}
+
+// unexpectedRestarts is how often the replica exited without the test stopping it.
+func (r *replica) unexpectedRestarts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.restarts
+}
+
+// stop ends the replica with SIGTERM, as a rolling upgrade does.
+func (r *replica) stop() error {
+	r.mu.Lock()
+	r.stopping = true
+	p := r.process
+	r.mu.Unlock()
+	return p.Stop(15 * time.Second)
 }
 
 // kill ends the replica as a crash or an OOM kill would: no lease released, nothing flushed.
 func (r *replica) kill() error {
-	if err := syscall.Kill(r.process.PID(), syscall.SIGKILL); err != nil {
+	r.mu.Lock()
+	r.stopping = true
+	p := r.process
+	r.mu.Unlock()
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { exited, _ := r.process.Exited(); return exited, nil })
+		func(context.Context) (bool, error) { exited, _ := p.Exited(); return exited, nil })
+}
+
+// running is the replica's current process.
+func (r *replica) running() *localset.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.process
 }
 
 // writes are what the replica wrote through its proxies, Leases left out (renewals are the
@@ -131,7 +194,7 @@ func (r *replica) idle(ctx context.Context, quiet time.Duration) error {
 	last, since := -1.0, time.Now()
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, size.Settle, true, func(ctx context.Context) (bool, error) {
-		if exited, err := r.process.Exited(); exited {
+		if exited, err := r.running().Exited(); exited {
 			return false, fmt.Errorf("%s exited: %v", r.name, err)
 		}
 		depth, reconciles, err := r.queueState(ctx)
@@ -292,8 +355,8 @@ func firstDifference(got, want string) string {
 
 func (m *member) stop() {
 	for _, r := range m.replicas {
-		if r.process != nil {
-			_ = r.process.Stop(15 * time.Second)
+		if r.running() != nil {
+			_ = r.stop()
 		}
 		_ = r.api.Close()
 		_ = r.broker.Close()

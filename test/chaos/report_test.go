@@ -25,8 +25,22 @@ type row struct {
 	Note string
 }
 
-// record adds the fault's row and prints it.
+// restartsReported is how many unexpected manager restarts earlier rows have reported.
+var restartsReported int
+
+// record adds the fault's row and prints it. A manager that exited on its own since the last row
+// (and was started again by its supervisor) is named in the row.
 func record(r row) {
+	restarts := 0
+	for _, m := range fleet {
+		for _, rep := range m.replicas {
+			restarts += rep.unexpectedRestarts()
+		}
+	}
+	if n := restarts - restartsReported; n > 0 {
+		r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; %d manager exit(s) not caused by the test, restarted as a kubelet would", n), "; ")
+	}
+	restartsReported = restarts
 	rows = append(rows, r)
 	AddReportEntry(r.Fault, r.line())
 	fmt.Fprintln(GinkgoWriter, r.line())

@@ -41,9 +41,9 @@ type sizes struct {
 
 var (
 	quick = sizes{RolloutPods: 60, OtherPods: 20, SteadyPods: 8, BrokerOutage: 15 * time.Second,
-		Lease: 10 * time.Second, NodesPerCluster: 3, Settle: 3 * time.Minute}
+		Lease: 15 * time.Second, NodesPerCluster: 3, Settle: 3 * time.Minute}
 	full = sizes{RolloutPods: 1000, OtherPods: 200, SteadyPods: 20, BrokerOutage: 60 * time.Second,
-		Lease: 10 * time.Second, NodesPerCluster: 9, Settle: 10 * time.Minute}
+		Lease: 15 * time.Second, NodesPerCluster: 9, Settle: 10 * time.Minute}
 )
 
 var (
@@ -130,8 +130,8 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	}
 	for _, m := range fleet {
 		for _, r := range m.replicas {
-			if r.process != nil {
-				fmt.Fprintln(GinkgoWriter, r.process.Describe(30))
+			if p := r.running(); p != nil {
+				fmt.Fprintln(GinkgoWriter, p.Describe(30))
 			}
 		}
 		if m.agent != nil {
