@@ -32,6 +32,8 @@ type Drift struct {
 
 // DriftCheck is the outcome of one drift check.
 type DriftCheck struct {
+	// Family is the table's family: ip or ip6.
+	Family string
 	// Listed is true when the table was read back from the kernel: the ruleset changed since
 	// the agent's last write (possibly only in other tables). When false the check cost one
 	// netlink round trip.
@@ -63,6 +65,7 @@ func (s *Syncer) CheckDrift(ctx context.Context) (DriftCheck, error) {
 		return DriftCheck{}, nil
 	}
 	res, err := dc.drift(ctx)
+	res.Family = string(s.fam.nft)
 	if res.Drift != nil {
 		s.needFull = true
 	}
