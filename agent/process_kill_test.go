@@ -26,7 +26,7 @@ func chaosSize() (services, killsPerMode int) {
 	if os.Getenv("FLEETSLICE_CHAOS") == "full" {
 		return 5000, 10
 	}
-	return 1000, 3
+	return 500, 3
 }
 
 // hintedEndpoints are service i's four endpoints: two hinted for zone-a, two for zone-b, so
@@ -194,10 +194,12 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 		delay := time.Duration(rng.Int64N(int64(window) + 1))
 		if mode == "restart" {
 			// The change lands while the agent is down: its first sync after the start
-			// rebuilds the whole table in one transaction, and the kill hits that.
+			// rebuilds the whole table in one transaction, and the kill hits that, counted
+			// from the log line the agent writes right before it.
 			proc.kill()
 			setZone(node, zone)
 			proc = host.start(node, "--drift-check-period=200ms")
+			Eventually(proc.logs).WithTimeout(time.Minute).WithPolling(time.Millisecond).Should(ContainSubstring(firstSyncLog))
 		} else {
 			// The agent is running: the zone change makes one incremental sync of every
 			// Service.
@@ -239,12 +241,12 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 
 	It("leaves the old table or the new one, never a mix, when killed during the full sync after a start", func() {
 		proc.kill()
-		restart := time.Now()
 		proc = host.start(node, "--drift-check-period=200ms")
-		_, window, _ := converge(restart)
-		GinkgoWriter.Printf("start to first full sync of %d Services: %s\n", services, window)
+		Eventually(proc.logs).WithTimeout(time.Minute).WithPolling(time.Millisecond).Should(ContainSubstring(firstSyncLog))
+		_, window, _ := converge(time.Now())
+		GinkgoWriter.Printf("first full sync of %d Services, from its log line to ready: %s\n", services, window)
 		for range kills {
-			rows = append(rows, round("restart", window))
+			rows = append(rows, round("restart", window*6/5))
 		}
 	})
 
@@ -290,6 +292,9 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 		}
 	})
 })
+
+// firstSyncLog is what the agent logs right before its first sync.
+const firstSyncLog = "informers synced, starting to program the dataplane"
 
 func otherKind(kind string) string {
 	if kind == "table-missing" {
