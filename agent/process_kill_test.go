@@ -231,7 +231,7 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 		start := time.Now()
 		zone = otherZone(zone)
 		setZone(node, zone)
-		Eventually(syncs).WithTimeout(2*time.Minute).WithPolling(5*time.Millisecond).Should(BeNumerically(">", before))
+		Eventually(syncs).WithTimeout(2 * time.Minute).WithPolling(5 * time.Millisecond).Should(BeNumerically(">", before))
 		window := time.Since(start)
 		GinkgoWriter.Printf("one incremental sync of %d Services: %s from the Node update\n", services, window)
 		for range kills {
