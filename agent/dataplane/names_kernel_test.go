@@ -22,7 +22,7 @@ func maxLengthService(family knftables.Family) Service {
 	}
 	return Service{Namespace: ns, Name: name, ClusterIPs: ips(ip), AffinityTimeout: 86400 * time.Second, Ports: []Port{
 		{Name: strings.Repeat("p", 15), Protocol: SCTP, Port: 65535, NodePort: 32767, ExternalLocal: true,
-			Endpoints: []Endpoint{{Addr: netip.MustParseAddrPort(ep), Local: true}, {Addr: netip.MustParseAddrPort(strings.Replace(ep, "5:", "4:", 1))}},
+			Endpoints:         []Endpoint{{Addr: netip.MustParseAddrPort(ep), Local: true}, {Addr: netip.MustParseAddrPort(strings.Replace(ep, "5:", "4:", 1))}},
 			ExternalEndpoints: []Endpoint{{Addr: netip.MustParseAddrPort(ep), Local: true}}},
 	}}
 }
