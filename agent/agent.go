@@ -263,7 +263,10 @@ func (a *Agent) loop(ctx context.Context) {
 		if wanted {
 			wait = due.Sub(now)
 		}
-		wait = min(wait, lastDriftCheck.Add(a.opts.DriftCheckPeriod).Sub(now))
+		if !failing && !lastFull.IsZero() {
+			// Only then is a check due: a failing or unstarted dataplane rebuilds anyway.
+			wait = min(wait, lastDriftCheck.Add(a.opts.DriftCheckPeriod).Sub(now))
+		}
 		resetTimer(timer, wait)
 		select {
 		case <-ctx.Done():
