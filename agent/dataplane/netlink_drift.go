@@ -132,54 +132,72 @@ func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
 	if b.genKnown && gen == b.gen {
 		return DriftCheck{}, nil
 	}
-	got, err := b.listKernel()
-	if err != nil {
-		return DriftCheck{Listed: true}, err
-	}
 	want, err := b.expected()
 	if err != nil {
 		return DriftCheck{Listed: true}, err
 	}
-	res := DriftCheck{Listed: true, Drift: compareTables(want, got)}
-	if res.Drift == nil {
+	drift, err := b.compareKernel(want)
+	if err != nil {
+		return DriftCheck{Listed: true}, err
+	}
+	if drift == nil {
 		// Only other tables changed: checks skip the listing again until the next change.
 		b.gen, b.genKnown = gen, true
 	}
-	return res, nil
+	return DriftCheck{Listed: true, Drift: drift}, nil
 }
 
-// canonicalTable is a table reduced to what decides packets: chains with their hooks and
-// their rules' expressions, sets and maps with their elements, as the kernel encodes them.
+// canonicalTable is the agent's table reduced to what decides packets: chains with their
+// hooks and their rules' expressions, sets and maps with their elements, as the kernel
+// encodes them.
 type canonicalTable struct {
 	exists bool
 	chains map[string][]string // name → hook line then one line per rule
 	sets   map[string][]string // name → sorted elements; nil for dynamic sets
 }
 
-func (b *netlinkBackend) listKernel() (*canonicalTable, error) {
+// compareKernel reads the table back and compares it with want, cheapest parts first (the
+// table, the names of its chains and sets, then each chain's rules, then each set's elements),
+// and stops at the first difference.
+func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
 	conn, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return nil, err
 	}
 	defer conn.CloseLasting()
-	out := &canonicalTable{chains: map[string][]string{}, sets: map[string][]string{}}
 	tables, err := conn.ListTablesOfFamily(b.table.Family)
 	if err != nil {
 		return nil, err
 	}
-	out.exists = slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName })
-	if !out.exists {
-		return out, nil
+	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }) {
+		if want.exists {
+			return &Drift{Kind: DriftTableMissing, Detail: "table " + TableName + " is gone"}, nil
+		}
+		return nil, nil
 	}
-	chains, err := conn.ListChainsOfTableFamily(b.table.Family)
+	allChains, err := conn.ListChainsOfTableFamily(b.table.Family)
 	if err != nil {
 		return nil, err
 	}
+	var chains []*nftables.Chain
+	for _, c := range allChains {
+		if c.Table.Name == TableName {
+			chains = append(chains, c)
+		}
+	}
+	sets, err := conn.GetSets(b.table)
+	if err != nil {
+		return nil, err
+	}
+	chainName := func(c *nftables.Chain) string { return c.Name }
+	if d := compareNames("chain", want.chains, chains, chainName); d != nil {
+		return d, nil
+	}
+	if d := compareNames("set", want.sets, sets, func(s *nftables.Set) string { return s.Name }); d != nil {
+		return d, nil
+	}
 	fam := byte(b.table.Family)
 	for _, c := range chains {
-		if c.Table.Name != TableName {
-			continue
-		}
 		rules, err := conn.GetRules(b.table, c)
 		if err != nil {
 			return nil, fmt.Errorf("listing chain %s: %w", c.Name, err)
@@ -192,15 +210,16 @@ func (b *netlinkBackend) listKernel() (*canonicalTable, error) {
 			}
 			lines = append(lines, line)
 		}
-		out.chains[c.Name] = lines
-	}
-	sets, err := conn.GetSets(b.table)
-	if err != nil {
-		return nil, err
+		if d := compareLines("chain", c.Name, "rules", want.chains[c.Name], lines, 1); d != nil {
+			return d, nil
+		}
 	}
 	for _, s := range sets {
-		if s.HasTimeout || s.Dynamic {
-			out.sets[s.Name] = nil
+		if s.HasTimeout || s.Dynamic || want.sets[s.Name] == nil {
+			// Packets fill the affinity sets; only their existence is the agent's.
+			if (s.HasTimeout || s.Dynamic) != (want.sets[s.Name] == nil) {
+				return &Drift{Kind: DriftContentChanged, Detail: "set " + s.Name + ": its type differs"}, nil
+			}
 			continue
 		}
 		elems, err := conn.GetSetElements(s)
@@ -214,9 +233,39 @@ func (b *netlinkBackend) listKernel() (*canonicalTable, error) {
 				}
 			}
 		}
-		out.sets[s.Name] = elementLines(elems)
+		if d := compareLines("set", s.Name, "elements", want.sets[s.Name], elementLines(elems), 0); d != nil {
+			return d, nil
+		}
 	}
-	return out, nil
+	return nil, nil
+}
+
+func compareNames[T any](kind string, want map[string][]string, got []T, name func(T) string) *Drift {
+	seen := make(map[string]bool, len(got))
+	for _, g := range got {
+		n := name(g)
+		seen[n] = true
+		if _, ok := want[n]; !ok {
+			return &Drift{Kind: DriftContentChanged, Detail: kind + " " + n + " was added"}
+		}
+	}
+	for _, n := range sortedKeys(want) {
+		if !seen[n] {
+			return &Drift{Kind: DriftContentChanged, Detail: kind + " " + n + " is missing"}
+		}
+	}
+	return nil
+}
+
+// compareLines compares one chain's or set's canonical lines; header lines precede the items.
+func compareLines(kind, name, items string, want, got []string, header int) *Drift {
+	switch {
+	case len(got) != len(want):
+		return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("%s %s has %d %s, want %d", kind, name, len(got)-header, items, len(want)-header)}
+	case !slices.Equal(got, want):
+		return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("%s %s: its %s differ", kind, name, items)}
+	}
+	return nil
 }
 
 // expected renders the model in the canonical form listKernel reads.
@@ -343,50 +392,6 @@ func elementLines(elems []nftables.SetElement) []string {
 	}
 	slices.Sort(lines)
 	return lines
-}
-
-// compareTables returns the first difference between what the agent wrote and what the kernel
-// holds, or nil.
-func compareTables(want, got *canonicalTable) *Drift {
-	if want.exists && !got.exists {
-		return &Drift{Kind: DriftTableMissing, Detail: "table " + TableName + " is gone"}
-	}
-	changed := func(format string, args ...any) *Drift {
-		return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf(format, args...)}
-	}
-	for _, name := range sortedKeys(got.chains) {
-		if _, ok := want.chains[name]; !ok {
-			return changed("chain %s was added", name)
-		}
-	}
-	for _, name := range sortedKeys(want.chains) {
-		g, ok := got.chains[name]
-		switch w := want.chains[name]; {
-		case !ok:
-			return changed("chain %s is missing", name)
-		case len(g) != len(w):
-			return changed("chain %s has %d rules, want %d", name, len(g)-1, len(w)-1)
-		case !slices.Equal(g, w):
-			return changed("chain %s: a rule or its hook differs", name)
-		}
-	}
-	for _, name := range sortedKeys(got.sets) {
-		if _, ok := want.sets[name]; !ok {
-			return changed("set %s was added", name)
-		}
-	}
-	for _, name := range sortedKeys(want.sets) {
-		g, ok := got.sets[name]
-		switch w := want.sets[name]; {
-		case !ok:
-			return changed("set %s is missing", name)
-		case len(g) != len(w):
-			return changed("set %s has %d elements, want %d", name, len(g), len(w))
-		case !slices.Equal(g, w):
-			return changed("set %s: an element differs", name)
-		}
-	}
-	return nil
 }
 
 // Compile-time check: only the netlink backend reads tables back.
