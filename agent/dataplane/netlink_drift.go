@@ -359,23 +359,77 @@ func exprLine(fam byte, exprs []expr.Any) (string, error) {
 	return sb.String(), nil
 }
 
-// normalizeExpr spells an expression as the kernel lists it back: a NAT statement given only a
-// minimum address or port lists that value as its maximum too, with the port flagged as
-// specified.
+// normalizeExpr spells an expression as the kernel lists it back. The kernel keeps registers
+// as 32-bit slots and lists a 32-bit register that starts a 128-bit one under the 128-bit
+// number (NFT_REG32_04 as NFT_REG_2); a NAT statement given only a minimum address or port
+// lists that value as its maximum too, with the port flagged as specified.
 func normalizeExpr(e expr.Any) expr.Any {
-	nat, ok := e.(*expr.NAT)
-	if !ok {
-		return e
+	switch x := e.(type) {
+	case *expr.NAT:
+		n := *x
+		if n.RegAddrMax == 0 {
+			n.RegAddrMax = n.RegAddrMin
+		}
+		if n.RegProtoMax == 0 {
+			n.RegProtoMax = n.RegProtoMin
+		}
+		n.Specified = n.Specified || n.RegProtoMin != 0
+		n.RegAddrMin, n.RegAddrMax = listedRegister(n.RegAddrMin), listedRegister(n.RegAddrMax)
+		n.RegProtoMin, n.RegProtoMax = listedRegister(n.RegProtoMin), listedRegister(n.RegProtoMax)
+		return &n
+	case *expr.Meta:
+		m := *x
+		m.Register = listedRegister(m.Register)
+		return &m
+	case *expr.Payload:
+		p := *x
+		p.DestRegister, p.SourceRegister = listedRegister(p.DestRegister), listedRegister(p.SourceRegister)
+		return &p
+	case *expr.Immediate:
+		i := *x
+		i.Register = listedRegister(i.Register)
+		return &i
+	case *expr.Cmp:
+		c := *x
+		c.Register = listedRegister(c.Register)
+		return &c
+	case *expr.Lookup:
+		l := *x
+		l.SourceRegister, l.DestRegister = listedRegister(l.SourceRegister), listedRegister(l.DestRegister)
+		return &l
+	case *expr.Bitwise:
+		b := *x
+		b.SourceRegister, b.DestRegister = listedRegister(b.SourceRegister), listedRegister(b.DestRegister)
+		return &b
+	case *expr.Numgen:
+		n := *x
+		n.Register = listedRegister(n.Register)
+		return &n
+	case *expr.Dynset:
+		d := *x
+		d.SrcRegKey, d.SrcRegData = listedRegister(d.SrcRegKey), listedRegister(d.SrcRegData)
+		return &d
 	}
-	n := *nat
-	if n.RegAddrMax == 0 {
-		n.RegAddrMax = n.RegAddrMin
+	return e
+}
+
+// listedRegister is the number the kernel lists for register r (see nft_parse_register and
+// nft_dump_register in net/netfilter/nf_tables_api.c).
+func listedRegister(r uint32) uint32 {
+	const per128 = 4 // 32-bit slots in a 128-bit register
+	var slot uint32
+	switch {
+	case r >= unix.NFT_REG_1 && r <= unix.NFT_REG_4:
+		slot = r * per128
+	case r >= unix.NFT_REG32_00:
+		slot = r + per128 - unix.NFT_REG32_00
+	default:
+		return r // the verdict register
 	}
-	if n.RegProtoMax == 0 {
-		n.RegProtoMax = n.RegProtoMin
+	if slot%per128 == 0 {
+		return slot / per128
 	}
-	n.Specified = n.Specified || n.RegProtoMin != 0
-	return &n
+	return slot - per128 + unix.NFT_REG32_00
 }
 
 func elementLines(elems []nftables.SetElement) []string {

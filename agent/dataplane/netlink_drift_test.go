@@ -224,3 +224,40 @@ func BenchmarkKernelDriftCheck5000x10(b *testing.B) {
 		})
 	}
 }
+
+// TestKernelNoDriftInEitherFamily reads back tables of every rendered shape (affinity,
+// externalTrafficPolicy Local, SCTP, NodePorts, Services without endpoints) in both families
+// and finds them equal to what was written.
+func TestKernelNoDriftInEitherFamily(t *testing.T) {
+	requireKernel(t)
+	ns := enterNetns(t, newNetns(t, uniquePrefix(t), "driftfam"))
+	v6 := []Service{maxLengthService(knftables.IPv6Family),
+		{Namespace: "six", Name: "web", ClusterIPs: ips("fd00:96::20"), Ports: []Port{
+			{Name: "http", Protocol: TCP, Port: 80, NodePort: 30080, Endpoints: eps("[fd00:244::7]:8080", "[fd00:244::8]:8080")},
+			{Name: "dns", Protocol: UDP, Port: 53, Endpoints: eps("[fd00:244::7]:53")},
+		}},
+		{Namespace: "six", Name: "gone", ClusterIPs: ips("fd00:96::40"), Ports: []Port{{Name: "x", Protocol: TCP, Port: 1, NodePort: 30001}}},
+	}
+	cases := []struct {
+		family   knftables.Family
+		services []Service
+		cidr     string
+	}{
+		{knftables.IPv4Family, append(goldenServices(), maxLengthService(knftables.IPv4Family)), "10.244.0.0/16"},
+		{knftables.IPv6Family, v6, "fd00:244::/48"},
+	}
+	for _, tc := range cases {
+		s, _ := openBackend(t, ns, "netlink", tc.family, Options{PodCIDRs: []netip.Prefix{netip.MustParsePrefix(tc.cidr)}})
+		var res DriftCheck
+		var err error
+		ns.do(func() {
+			if _, err = s.Sync(context.Background(), tc.services, true); err == nil {
+				s.back.(*netlinkBackend).genKnown = false
+				res, err = s.CheckDrift(context.Background())
+			}
+		})
+		if err != nil || res.Drift != nil || !res.Listed {
+			t.Errorf("%s: %+v %v, %v; want a listing and no drift", tc.family, res, res.Drift, err)
+		}
+	}
+}
