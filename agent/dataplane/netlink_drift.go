@@ -13,6 +13,7 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
 )
 
 // Kinds of drift, as the agent's metric labels them.
@@ -145,6 +146,23 @@ func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
 		b.gen, b.genKnown = gen, true
 	}
 	return DriftCheck{Listed: true, Drift: drift}, nil
+}
+
+// tableExists asks the kernel over netlink whether family's fleetslice table exists.
+func tableExists(f knftables.Family) (bool, error) {
+	tf := nftables.TableFamilyIPv4
+	if f == knftables.IPv6Family {
+		tf = nftables.TableFamilyIPv6
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		return false, err
+	}
+	tables, err := conn.ListTablesOfFamily(tf)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }), nil
 }
 
 // canonicalTable is the agent's table reduced to what decides packets: chains with their

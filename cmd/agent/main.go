@@ -113,7 +113,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
 	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
-	fs.DurationVar(&f.driftCheckPeriod, "drift-check-period", agent.DefaultDriftCheckPeriod, "with --nftables-backend=netlink, how often the table is compared with what the agent programmed; drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
+	fs.DurationVar(&f.driftCheckPeriod, "drift-check-period", agent.DefaultDriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
 	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
 	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet (the ClusterProperty cluster.clusterset.k8s.io), so that imports of PreferSameCluster Services follow their cluster allocation (default: $CLUSTER_ID; empty: imports spread over every cluster)")
@@ -170,7 +170,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 				}
 				continue
 			}
-			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelDataplane(dpOpts, nil))
+			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelNftDataplane(dpOpts, nil))
 			if _, err := dataplane.Open(fam); err != nil {
 				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
 			}
