@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,12 +30,14 @@ func maxName(prefix string, n int) string {
 // their maximum lengths (63-character namespace and Service, 253-character slice names,
 // 15-character port names) and ports that conflict.
 func shapeInputs(data []byte) ServiceInputs {
+	// The bytes repeat, so that a short input still decides every one of 10,000 endpoints.
+	pos := 0
 	next := func() byte {
 		if len(data) == 0 {
 			return 0
 		}
-		b := data[0]
-		data = data[1:]
+		b := data[pos%len(data)]
+		pos++
 		return b
 	}
 	flags, sizes := next(), next()
@@ -131,9 +134,12 @@ var objectNameRE = regexp.MustCompile(`^add (?:chain|set|map) ip6? fleetslice (\
 // serving and terminating) endpoint its Service's slices list for that port in that family,
 // and that every object name fits nftables' limit.
 func FuzzConvertBadShapes(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 3, 3, 3, 1, 3, 7, 6, 2})
-	f.Add([]byte{1 | 4 | 32 | 64, 2 | 8, 1, 0x23, 0x43, 0x63, 0x0b, 0x13})     // max names, dual-stack, 100 ports
-	f.Add([]byte{2, 4 | 8, 3, 1, 3, 5, 6, 7, 0x10, 0x11})                      // IPv6-only, 10,000 endpoints
+	// The second byte picks the sizes: ports [1, 3, 100][b%3], endpoints [0, 7, 10000][b>>2%3].
+	f.Add([]byte{0, 4, 0, 3, 3, 3, 1, 3, 7, 6, 2})                             // IPv4, 1 port, 7 endpoints
+	f.Add([]byte{1 | 4 | 32 | 64, 5, 1, 0x23, 0x43, 0x63, 0x0b, 0x13})         // max names, dual-stack, 100 ports (one conflicting), NodePorts
+	f.Add([]byte{1 | 4 | 16, 5, 1, 0x23, 0x43, 0x63, 0x0b, 0x13})              // max names, dual-stack, 100 ports, affinity
+	f.Add([]byte{2, 9, 1, 3, 3, 7, 6, 0x23, 0x45})                             // IPv6-only, 10,000 endpoints, multi-address
+	f.Add([]byte{1 | 4, 10, 0, 3, 0x26, 1, 7, 0x3b, 2})                        // max names, dual-stack, 3 ports x 10,000 endpoints, wrong-family addresses
 	f.Add([]byte{1 | 16 | 8, 1 | 8, 2, 0x19, 0x1b, 0x3f, 6, 6, 6, 0xff, 0xe1}) // affinity, ETP Local
 	f.Add([]byte{4, 4, 0, 6, 6, 6, 6, 1, 3, 3, 3})                             // dual-stack: IPv4 only terminating, IPv6 ready
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -144,8 +150,17 @@ func FuzzConvertBadShapes(f *testing.F) {
 			t.Fatalf("skipped: %s", c.Skip)
 		}
 		checkShapeEndpoints(t, in, c)
+		// knftables' in-memory table, which Render uses, looks elements up one by one (10,000
+		// endpoints take seconds); names and rejections do not depend on how many there are.
+		rendered := c.Service
+		rendered.Ports = slices.Clone(rendered.Ports)
+		for i := range rendered.Ports {
+			p := &rendered.Ports[i]
+			p.Endpoints = p.Endpoints[:min(len(p.Endpoints), 500)]
+			p.ExternalEndpoints = p.ExternalEndpoints[:min(len(p.ExternalEndpoints), 500)]
+		}
 		for _, fam := range []knftables.Family{knftables.IPv4Family, knftables.IPv6Family} {
-			dump, stats, err := dataplane.Render(context.Background(), []dataplane.Service{c.Service}, dataplane.Options{Family: fam})
+			dump, stats, err := dataplane.Render(context.Background(), []dataplane.Service{rendered}, dataplane.Options{Family: fam})
 			if err != nil {
 				t.Fatalf("%s: render failed: %v", fam, err)
 			}
