@@ -9,8 +9,9 @@ import (
 
 // DriftChecker is a Dataplane that can compare the kernel's table with what
 // it last programmed and make its next sync a rebuild when they differ.
-// *dataplane.Syncer is one; only its netlink backend can read the table back
-// (the others answer dataplane.ErrDriftUnsupported, which the agent ignores).
+// *dataplane.Syncer is one: made with NewNetlink or NewKernelNft it reads the
+// table back, otherwise (dry runs) it answers dataplane.ErrDriftUnsupported,
+// which the agent ignores.
 type DriftChecker interface {
 	CheckDrift(ctx context.Context) (dataplane.DriftCheck, error)
 }

@@ -43,8 +43,9 @@ type DriftCheck struct {
 	Drift *Drift
 }
 
-// ErrDriftUnsupported is returned by CheckDrift for backends that cannot read the table back
-// (the nft program backend and the in-memory fake).
+// ErrDriftUnsupported is returned by CheckDrift for Syncers that cannot read their table back:
+// those made with New (knftables' in-memory fake for dry runs and tests, or nft without
+// NewKernelNft).
 var ErrDriftUnsupported = errors.New("dataplane: this backend does not check for drift")
 
 type driftChecker interface {
