@@ -156,6 +156,11 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 			func() string { return proc.logs() })
 		took := time.Since(started)
 		made := syncs()
+		if took > 30*time.Second {
+			// Rare under load (once in 20 restarts at 5,000 Services): keep what the agent said.
+			failed, _ := host.metric("fleetslice_agent_sync_proxy_rules_total", map[string]string{"result": "error"})
+			AddReportEntry(fmt.Sprintf("slow convergence (%s, %.0f failed syncs): agent log", took, failed), proc.logs())
+		}
 		table := host.table()
 		lost, dup := endpointErrors(expectedTargets(services, zone), dnatTargets(table))
 		Expect(lost).To(BeZero(), "endpoints of %s missing after convergence", zone)
