@@ -175,6 +175,17 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 		ns := newNamespace()
 		By(fmt.Sprintf("creating %d Services with 4 endpoints each", services))
 		createHintedServices(ns, services)
+		// The API server is the suite's: other specs' agents, in dry-run mode, would program
+		// these Services too.
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(ns))).To(Succeed())
+			Expect(k8s.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(ns))).To(Succeed())
+			Eventually(func() (int, error) {
+				var list corev1.ServiceList
+				err := k8s.List(ctx, &list, client.InNamespace(ns))
+				return len(list.Items), err
+			}).Should(BeZero())
+		})
 		proc = host.start(node, "--drift-check-period=200ms")
 		converge(proc.started)
 	})
