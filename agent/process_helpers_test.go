@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -86,9 +87,7 @@ func newNodeNetns() *nodeNetns {
 	DeferCleanup(func() { Expect(ns.Close()).To(Succeed()) })
 	api, err := url.Parse(cluster.Config.Host)
 	Expect(err).NotTo(HaveOccurred())
-	mirror, err := ns.Mirror(api.Host)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { mirror.Close() })
+	mirrorAPIServer(ns, api.Host)
 	n := &nodeNetns{ns: ns, kubeconfig: filepath.Join(GinkgoT().TempDir(), "kubeconfig")}
 	Expect(testenv.WriteKubeconfig(cluster.Config, n.kubeconfig)).To(Succeed())
 	// HTTP to the agent's metrics and probes, dialled from inside the namespace.
@@ -100,6 +99,55 @@ func newNodeNetns() *nodeNetns {
 		},
 	}}
 	return n
+}
+
+// mirrorAPIServer makes the API server's host:port reachable at the same address inside ns
+// until the spec ends, as netns.Mirror does, but closes every forwarded connection at the end:
+// a killed agent's watches would otherwise stay half-open at the API server, which then waits
+// for them when the suite stops it.
+func mirrorAPIServer(ns *netns.Namespace, addr string) {
+	GinkgoHelper()
+	var ln net.Listener
+	var err error
+	ns.Do(func() { ln, err = net.Listen("tcp", addr) })
+	Expect(err).NotTo(HaveOccurred())
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			track(in)
+			go func() {
+				defer in.Close()
+				out, err := net.Dial("tcp", addr) // on the host's network: not a namespace thread
+				if err != nil {
+					return
+				}
+				track(out)
+				defer out.Close()
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+				<-done // either side gone: the agent was killed, or the API server stopped
+			}()
+		}
+	}()
+	DeferCleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 }
 
 // agentProcess is one run of the agent binary in a node namespace.
