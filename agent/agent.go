@@ -47,6 +47,11 @@ type Options struct {
 	// SyncPeriod is how often a full sync rebuilds the tables to repair
 	// drift. Zero means DefaultSyncPeriod.
 	SyncPeriod time.Duration
+	// DriftCheckPeriod is how often dataplanes that can read their table
+	// back (DriftChecker) compare it with what they last programmed; drift
+	// is counted, logged and repaired by a full sync at once. Zero means
+	// DefaultDriftCheckPeriod.
+	DriftCheckPeriod time.Duration
 	// RetryDelay is the first wait after a failed sync; it doubles on each
 	// further failure up to MaxRetryDelay. Zero means one second.
 	RetryDelay    time.Duration
@@ -75,8 +80,11 @@ type Options struct {
 const (
 	DefaultMinSyncInterval = time.Second
 	DefaultSyncPeriod      = time.Hour
-	DefaultRetryDelay      = time.Second
-	DefaultMaxRetryDelay   = time.Minute
+	// A check costs one netlink round trip while nothing changed in the
+	// node's nftables ruleset, and a read of the table otherwise.
+	DefaultDriftCheckPeriod = time.Minute
+	DefaultRetryDelay       = time.Second
+	DefaultMaxRetryDelay    = time.Minute
 )
 
 // Report describes one sync attempt.
@@ -133,7 +141,7 @@ func New(informers cache.Informers, opts Options) (*Agent, error) {
 	if len(opts.Dataplanes) == 0 || slices.Contains(opts.Dataplanes, nil) {
 		return nil, errors.New("agent: at least one non-nil dataplane is required")
 	}
-	if opts.MinSyncInterval < 0 || opts.SyncPeriod < 0 || opts.RetryDelay < 0 || opts.MaxRetryDelay < 0 {
+	if opts.MinSyncInterval < 0 || opts.SyncPeriod < 0 || opts.RetryDelay < 0 || opts.MaxRetryDelay < 0 || opts.DriftCheckPeriod < 0 {
 		return nil, errors.New("agent: intervals must not be negative")
 	}
 	if opts.MinSyncInterval == 0 {
@@ -141,6 +149,9 @@ func New(informers cache.Informers, opts Options) (*Agent, error) {
 	}
 	if opts.SyncPeriod == 0 {
 		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	if opts.DriftCheckPeriod == 0 {
+		opts.DriftCheckPeriod = DefaultDriftCheckPeriod
 	}
 	if opts.RetryDelay == 0 {
 		opts.RetryDelay = DefaultRetryDelay
@@ -210,7 +221,8 @@ func (a *Agent) Start(ctx context.Context) error {
 
 // loop runs syncs: at once when something changed and MinSyncInterval has
 // passed since the last one, after a backoff when the last one failed, and
-// in full every SyncPeriod.
+// in full every SyncPeriod or as soon as a drift check (every
+// DriftCheckPeriod) finds the table changed behind the agent's back.
 func (a *Agent) loop(ctx context.Context) {
 	var (
 		lastAttempt, lastFull time.Time
@@ -218,11 +230,18 @@ func (a *Agent) loop(ctx context.Context) {
 		retryDelay            time.Duration
 		failing               bool
 		pendingChange         = true // the initial lists
+		lastDriftCheck        = time.Now()
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		now := time.Now()
+		if !failing && !lastFull.IsZero() && now.Sub(lastDriftCheck) >= a.opts.DriftCheckPeriod {
+			lastDriftCheck = now
+			if a.checkDrift(ctx) {
+				lastFull = time.Time{} // repair now
+			}
+		}
 		full := lastFull.IsZero() || now.Sub(lastFull) >= a.opts.SyncPeriod
 		due := lastAttempt.Add(a.opts.MinSyncInterval)
 		if failing {
@@ -260,6 +279,10 @@ func (a *Agent) loop(ctx context.Context) {
 		wait := lastFull.Add(a.opts.SyncPeriod).Sub(now)
 		if wanted {
 			wait = due.Sub(now)
+		}
+		if !failing && !lastFull.IsZero() {
+			// Only then is a check due: a failing or unstarted dataplane rebuilds anyway.
+			wait = min(wait, lastDriftCheck.Add(a.opts.DriftCheckPeriod).Sub(now))
 		}
 		resetTimer(timer, wait)
 		select {

@@ -81,7 +81,7 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 			continue
 		}
 		candidates, addrs := endpointsFor(sp.Name, sp.Protocol, in.Slices, &out.Problems)
-		res := selection.Select(policy, candidates, node)
+		res := selectByFamily(policy, candidates, addrs, node)
 		port := dataplane.Port{Name: sp.Name, Protocol: proto, Port: uint16(sp.Port), NodePort: uint16(sp.NodePort)}
 		// ClusterIP traffic follows internalTrafficPolicy. The dataplane
 		// sends NodePort traffic of a non-Local external policy through the
@@ -106,6 +106,51 @@ func Convert(in ServiceInputs, node selection.Node) Converted {
 			out.NoLocalExternal = out.NoLocalExternal || (len(res.Local) == 0 && res.HasAnyEndpoints)
 		}
 		out.Service.Ports = append(out.Service.Ports, port)
+	}
+	return out
+}
+
+// selectByFamily runs selection.Select for each IP family on its own and joins the lists. A
+// kube-proxy node runs one proxier per family, each seeing only its family's slices, so the
+// fallback to serving and terminating endpoints and the choice of topology hints are made per
+// family: IPv6 endpoints being ready must not leave the IPv4 table without its terminating
+// ones.
+func selectByFamily(policy selection.Service, candidates []selection.Endpoint, addrs []netip.AddrPort, node selection.Node) selection.Result {
+	v6 := 0
+	for _, a := range addrs {
+		if a.Addr().Is6() {
+			v6++
+		}
+	}
+	if v6 == 0 || v6 == len(addrs) {
+		return selection.Select(policy, candidates, node)
+	}
+	var byFamily [2][]selection.Endpoint
+	for _, c := range candidates {
+		i, err := strconv.Atoi(c.Address)
+		if err != nil || i < 0 || i >= len(addrs) {
+			continue
+		}
+		f := 0
+		if addrs[i].Addr().Is6() {
+			f = 1
+		}
+		byFamily[f] = append(byFamily[f], c)
+	}
+	var out selection.Result
+	for _, eps := range byFamily {
+		res := selection.Select(policy, eps, node)
+		if res.Cluster != nil {
+			out.Cluster = append(append(make([]selection.Endpoint, 0, len(out.Cluster)+len(res.Cluster)), out.Cluster...), res.Cluster...)
+		}
+		if res.Local != nil {
+			out.Local = append(append(make([]selection.Endpoint, 0, len(out.Local)+len(res.Local)), out.Local...), res.Local...)
+		}
+		out.HasAnyEndpoints = out.HasAnyEndpoints || res.HasAnyEndpoints
+		out.HasLocalEndpoints = out.HasLocalEndpoints || res.HasLocalEndpoints
+		if res.Topology != selection.ModeNone {
+			out.Topology = res.Topology
+		}
 	}
 	return out
 }
@@ -209,6 +254,13 @@ func endpointsFor(name string, protocol corev1.Protocol, slices []*discoveryv1.E
 			ip, err := netip.ParseAddr(ep.Addresses[0])
 			if err != nil {
 				*problems = append(*problems, fmt.Sprintf("slice %s: endpoint address %q is not an IP address", slice.Name, ep.Addresses[0]))
+				continue
+			}
+			// The API server refuses such a slice, but imported slices are written by
+			// controllers; an address of the other family would otherwise reach the other
+			// family's table, where this slice's fallback decisions were never made.
+			if ip = ip.Unmap(); ip.Is6() != (slice.AddressType == discoveryv1.AddressTypeIPv6) {
+				*problems = append(*problems, fmt.Sprintf("slice %s: endpoint address %q is not of the slice's type %s", slice.Name, ep.Addresses[0], slice.AddressType))
 				continue
 			}
 			e := selectionEndpoint(strconv.Itoa(len(addrs)), ep)

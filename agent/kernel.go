@@ -26,14 +26,34 @@ func NewKernelDataplane(opts dataplane.Options, open OpenFunc) Dataplane {
 	if opts.Family == "" {
 		opts.Family = knftables.IPv4Family
 	}
-	return &kernelDataplane{opts: opts, open: open}
+	return &kernelDataplane{opts: opts, open: open, newSyncer: dataplane.New}
+}
+
+// NewKernelNftDataplane is NewKernelDataplane for the kernel's nft program (open nil means
+// dataplane.Open): its Syncer also checks the table for drift (see dataplane.NewKernelNft).
+func NewKernelNftDataplane(opts dataplane.Options, open OpenFunc) Dataplane {
+	k := NewKernelDataplane(opts, open).(*kernelDataplane)
+	k.newSyncer = dataplane.NewKernelNft
+	return k
 }
 
 type kernelDataplane struct {
-	mu     sync.Mutex
-	opts   dataplane.Options
-	open   OpenFunc
-	syncer *dataplane.Syncer
+	mu        sync.Mutex
+	opts      dataplane.Options
+	open      OpenFunc
+	newSyncer func(knftables.Interface, dataplane.Options) (*dataplane.Syncer, error)
+	syncer    *dataplane.Syncer
+}
+
+// CheckDrift checks once nftables has been opened; before, the first sync rebuilds anyway.
+func (k *kernelDataplane) CheckDrift(ctx context.Context) (dataplane.DriftCheck, error) {
+	k.mu.Lock()
+	s := k.syncer
+	k.mu.Unlock()
+	if s == nil {
+		return dataplane.DriftCheck{}, nil
+	}
+	return s.CheckDrift(ctx)
 }
 
 func (k *kernelDataplane) Sync(ctx context.Context, services []dataplane.Service, full bool) (dataplane.Stats, error) {
@@ -44,7 +64,7 @@ func (k *kernelDataplane) Sync(ctx context.Context, services []dataplane.Service
 			k.mu.Unlock()
 			return dataplane.Stats{}, fmt.Errorf("%w (install the nftables package and run the agent with CAP_NET_ADMIN, or use --dataplane=dry-run)", err)
 		}
-		s, err := dataplane.New(nft, k.opts)
+		s, err := k.newSyncer(nft, k.opts)
 		if err != nil {
 			k.mu.Unlock()
 			return dataplane.Stats{}, err

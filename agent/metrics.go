@@ -3,6 +3,8 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane"
 )
 
 // Metrics keep kube-proxy's names under our own prefix, so dashboards built
@@ -15,6 +17,14 @@ const (
 	ModePartial   = "partial"
 	ResultSuccess = "success"
 	ResultError   = "error"
+
+	// MetricTableDrift counts drift found in the agent's nftables table, by kind.
+	MetricTableDrift = metricsPrefix + "sync_proxy_rules_nftables_table_drift_total"
+
+	// Outcomes of a drift check.
+	DriftCheckUnchanged = "unchanged" // the ruleset generation had not moved: nothing read
+	DriftCheckListed    = "listed"    // the table was read back and compared
+	DriftCheckError     = "error"
 )
 
 var (
@@ -78,6 +88,14 @@ var (
 		Name: metricsPrefix + "services",
 		Help: "Services programmed by the last successful sync",
 	})
+	tableDrift = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricTableDrift,
+		Help: "Times a drift check found the agent's nftables table changed by someone else, by kind (table-missing, content-changed); each is repaired by a full sync",
+	}, []string{"kind"})
+	driftChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricsPrefix + "sync_proxy_rules_nftables_drift_checks_total",
+		Help: "Drift checks of the agent's nftables table, by outcome (unchanged: ruleset generation unmoved, nothing read; listed: table read back and compared; error)",
+	}, []string{"outcome"})
 	servicesRejected = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: metricsPrefix + "services_rejected",
 		Help: "Services the dataplane refused in the last sync (invalid, or claiming an address another Service holds)",
@@ -87,7 +105,14 @@ var (
 func init() {
 	metrics.Registry.MustRegister(syncDuration, syncFullDuration, syncPartialDuration, syncTotal,
 		nftablesSyncFailures, lastSyncTimestamp, lastQueuedTimestamp, networkProgrammingDuration,
-		endpointChanges, serviceChanges, noLocalEndpoints, servicesProgrammed, servicesRejected)
+		endpointChanges, serviceChanges, noLocalEndpoints, servicesProgrammed, servicesRejected,
+		tableDrift, driftChecks)
+	for _, kind := range []string{dataplane.DriftTableMissing, dataplane.DriftContentChanged} {
+		tableDrift.WithLabelValues(kind)
+	}
+	for _, outcome := range []string{DriftCheckUnchanged, DriftCheckListed, DriftCheckError} {
+		driftChecks.WithLabelValues(outcome)
+	}
 	for _, mode := range []string{ModeFull, ModePartial} {
 		for _, result := range []string{ResultSuccess, ResultError} {
 			syncTotal.WithLabelValues(mode, result)

@@ -28,7 +28,8 @@ func NewNetlinkBackend(f knftables.Family) (Backend, error) {
 	if fam.selector == "ip6" {
 		tf = nftables.TableFamilyIPv6
 	}
-	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*setDef{}}, nil
+	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*setDef{},
+		model: newTableModel()}, nil
 }
 
 type netlinkBackend struct {
@@ -38,6 +39,11 @@ type netlinkBackend struct {
 	// sets holds the type of every set and map the last successful batches left in the
 	// table, to encode elements of sets a batch does not define itself.
 	sets map[string]*setDef
+	// model is what the accepted batches left in the table, and gen the ruleset generation
+	// the last one produced: a drift check compares the kernel with them (netlink_drift.go).
+	model    *tableModel
+	gen      uint32
+	genKnown bool
 }
 
 // batch is one transaction under construction.
@@ -110,6 +116,8 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
 	for name, d := range t.defs {
 		b.sets[name] = d
 	}
+	b.model.apply(ops)
+	b.noteGeneration()
 	return nil
 }
 

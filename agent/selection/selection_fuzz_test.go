@@ -54,6 +54,19 @@ func FuzzSelect(f *testing.F) {
 		eps := decodeEndpoints(data)
 		res := Select(svc, eps, node)
 
+		inputs := map[string]bool{}
+		for _, e := range eps {
+			inputs[e.Address] = true
+		}
+		for _, list := range [][]Endpoint{res.Cluster, res.Local} {
+			seen := map[string]bool{}
+			for _, e := range list {
+				if !inputs[e.Address] || seen[e.Address] {
+					t.Fatalf("selected %q, which is not an input endpoint or is selected twice", e.Address)
+				}
+				seen[e.Address] = true
+			}
+		}
 		anyReady, anyUsable := false, false
 		for _, e := range eps {
 			anyReady = anyReady || e.Ready

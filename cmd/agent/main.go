@@ -46,7 +46,7 @@ type flags struct {
 	metricsAddr, probeAddr                         string
 	podCIDRs                                       prefixList
 	families                                       familyList
-	syncPeriod, minSyncInterval                    time.Duration
+	syncPeriod, minSyncInterval, driftCheckPeriod  time.Duration
 	watchImports, cleanup                          bool
 }
 
@@ -114,6 +114,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
 	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
+	fs.DurationVar(&f.driftCheckPeriod, "drift-check-period", agent.DefaultDriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
 	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
 	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet when the cluster has no ClusterProperty cluster.clusterset.k8s.io (the property wins, as for the manager); with an id imports of PreferSameCluster Services follow their cluster allocation, without one they spread over every cluster (default: $CLUSTER_ID)")
@@ -132,8 +133,8 @@ func (f *flags) validate() error {
 		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
 	case f.backend != backendNetlink && f.backend != backendNft:
 		return fmt.Errorf("--nftables-backend must be %s or %s, not %q", backendNetlink, backendNft, f.backend)
-	case f.minSyncInterval <= 0 || f.syncPeriod <= 0:
-		return errors.New("--min-sync-interval and --sync-period must be positive")
+	case f.minSyncInterval <= 0 || f.syncPeriod <= 0 || f.driftCheckPeriod <= 0:
+		return errors.New("--min-sync-interval, --sync-period and --drift-check-period must be positive")
 	case len(f.families) == 0:
 		return errors.New("--ip-families must name at least one family")
 	case f.clusterID != "":
@@ -153,6 +154,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 		NodeName:            f.nodeName,
 		MinSyncInterval:     f.minSyncInterval,
 		SyncPeriod:          f.syncPeriod,
+		DriftCheckPeriod:    f.driftCheckPeriod,
 		WatchServiceImports: f.watchImports,
 		ClusterID:           f.clusterID,
 		Log:                 log,
@@ -173,7 +175,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 				}
 				continue
 			}
-			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelDataplane(dpOpts, nil))
+			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelNftDataplane(dpOpts, nil))
 			if _, err := dataplane.Open(fam); err != nil {
 				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
 			}

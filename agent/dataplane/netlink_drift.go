@@ -1,0 +1,471 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+)
+
+// Kinds of drift, as the agent's metric labels them.
+const (
+	// DriftTableMissing: the table the agent programmed is gone.
+	DriftTableMissing = "table-missing"
+	// DriftContentChanged: a chain, rule, set, map or element differs from what the agent wrote.
+	DriftContentChanged = "content-changed"
+)
+
+// Drift is a difference between the kernel's table and what the agent last programmed.
+type Drift struct {
+	Kind string
+	// Detail names the first difference found, for the log.
+	Detail string
+}
+
+// DriftCheck is the outcome of one drift check.
+type DriftCheck struct {
+	// Family is the table's family: ip or ip6.
+	Family string
+	// Listed is true when the table was read back from the kernel: the ruleset changed since
+	// the agent's last write (possibly only in other tables). When false the check cost one
+	// netlink round trip.
+	Listed bool
+	// Drift is nil when the kernel holds exactly what the agent wrote.
+	Drift *Drift
+}
+
+// ErrDriftUnsupported is returned by CheckDrift for Syncers that cannot read their table back:
+// those made with New (knftables' in-memory fake for dry runs and tests, or nft without
+// NewKernelNft).
+var ErrDriftUnsupported = errors.New("dataplane: this backend does not check for drift")
+
+type driftChecker interface {
+	drift(ctx context.Context) (DriftCheck, error)
+}
+
+// CheckDrift compares the kernel's table with what the Syncer's last successful sync left
+// there. On drift the next Sync rebuilds the table. Before the first successful sync, and
+// after a failed one, there is nothing to compare with and the check reports no drift: the
+// next sync is a full one anyway.
+func (s *Syncer) CheckDrift(ctx context.Context) (DriftCheck, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dc, ok := s.back.(driftChecker)
+	if !ok {
+		return DriftCheck{}, ErrDriftUnsupported
+	}
+	if s.needFull {
+		return DriftCheck{}, nil
+	}
+	res, err := dc.drift(ctx)
+	res.Family = string(s.fam.nft)
+	if res.Drift != nil {
+		s.needFull = true
+	}
+	return res, err
+}
+
+// generation asks the kernel for the nftables ruleset generation, which every committed batch
+// (anyone's, in any table of this network namespace) increments.
+func generation() (uint32, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	msgs, err := conn.Execute(netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN),
+			Flags: netlink.Request,
+		},
+		Data: []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the nftables generation: %w", err)
+	}
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return 0, err
+		}
+		ad.ByteOrder = binary.BigEndian
+		for ad.Next() {
+			if ad.Type() == unix.NFTA_GEN_ID {
+				return ad.Uint32(), nil
+			}
+		}
+	}
+	return 0, errors.New("reading the nftables generation: no generation in the answer")
+}
+
+// noteGeneration remembers the generation the backend's last batch produced. Another writer
+// committing between the batch and this read is missed until the next write: the periodic
+// full sync still repairs whatever it changed.
+func (b *netlinkBackend) noteGeneration() {
+	gen, err := generation()
+	b.gen, b.genKnown = gen, err == nil
+}
+
+func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
+	if err := ctx.Err(); err != nil {
+		return DriftCheck{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.model.known {
+		return DriftCheck{}, nil
+	}
+	gen, err := generation()
+	if err != nil {
+		return DriftCheck{}, err
+	}
+	if b.genKnown && gen == b.gen {
+		return DriftCheck{}, nil
+	}
+	want, err := b.expected()
+	if err != nil {
+		return DriftCheck{Listed: true}, err
+	}
+	drift, err := b.compareKernel(want)
+	if err != nil {
+		return DriftCheck{Listed: true}, err
+	}
+	if drift == nil {
+		// Only other tables changed: checks skip the listing again until the next change.
+		b.gen, b.genKnown = gen, true
+	}
+	return DriftCheck{Listed: true, Drift: drift}, nil
+}
+
+// tableExists asks the kernel over netlink whether family's fleetslice table exists.
+func tableExists(f knftables.Family) (bool, error) {
+	tf := nftables.TableFamilyIPv4
+	if f == knftables.IPv6Family {
+		tf = nftables.TableFamilyIPv6
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		return false, err
+	}
+	tables, err := conn.ListTablesOfFamily(tf)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }), nil
+}
+
+// canonicalTable is the agent's table reduced to what decides packets: chains with their
+// hooks and their rules' expressions, sets and maps with their elements, as the kernel
+// encodes them.
+type canonicalTable struct {
+	exists bool
+	chains map[string][]string // name → hook line then one line per rule
+	sets   map[string][]string // name → sorted elements; nil for dynamic sets
+}
+
+// compareKernel reads the table back and compares it with want, cheapest parts first (the
+// table, the names of its chains and sets, then each chain's rules, then each set's elements),
+// and stops at the first difference.
+func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
+	conn, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.CloseLasting()
+	tables, err := conn.ListTablesOfFamily(b.table.Family)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }) {
+		if want.exists {
+			return &Drift{Kind: DriftTableMissing, Detail: "table " + TableName + " is gone"}, nil
+		}
+		return nil, nil
+	}
+	allChains, err := conn.ListChainsOfTableFamily(b.table.Family)
+	if err != nil {
+		return nil, err
+	}
+	var chains []*nftables.Chain
+	for _, c := range allChains {
+		if c.Table.Name == TableName {
+			chains = append(chains, c)
+		}
+	}
+	sets, err := conn.GetSets(b.table)
+	if err != nil {
+		return nil, err
+	}
+	chainName := func(c *nftables.Chain) string { return c.Name }
+	if d := compareNames("chain", want.chains, chains, chainName); d != nil {
+		return d, nil
+	}
+	if d := compareNames("set", want.sets, sets, func(s *nftables.Set) string { return s.Name }); d != nil {
+		return d, nil
+	}
+	fam := byte(b.table.Family)
+	for _, c := range chains {
+		rules, err := conn.GetRules(b.table, c)
+		if err != nil {
+			return nil, fmt.Errorf("listing chain %s: %w", c.Name, err)
+		}
+		lines := []string{hookLine(c)}
+		for _, r := range rules {
+			line, err := exprLine(fam, r.Exprs)
+			if err != nil {
+				return nil, fmt.Errorf("chain %s: %w", c.Name, err)
+			}
+			lines = append(lines, line)
+		}
+		if d := compareLines("chain", c.Name, "rules", want.chains[c.Name], lines, 1); d != nil {
+			return d, nil
+		}
+	}
+	for _, s := range sets {
+		if s.HasTimeout || s.Dynamic || want.sets[s.Name] == nil {
+			// Packets fill the affinity sets; only their existence is the agent's.
+			if (s.HasTimeout || s.Dynamic) != (want.sets[s.Name] == nil) {
+				return &Drift{Kind: DriftContentChanged, Detail: "set " + s.Name + ": its type differs"}, nil
+			}
+			continue
+		}
+		elems, err := conn.GetSetElements(s)
+		if err != nil {
+			return nil, fmt.Errorf("listing set %s: %w", s.Name, err)
+		}
+		if d := b.sets[s.Name]; d != nil && d.verdict {
+			for i := range elems {
+				if elems[i].VerdictData == nil {
+					elems[i].VerdictData, elems[i].Val = verdictFromData(elems[i].Val), nil
+				}
+			}
+		}
+		if d := compareLines("set", s.Name, "elements", want.sets[s.Name], elementLines(elems), 0); d != nil {
+			return d, nil
+		}
+	}
+	return nil, nil
+}
+
+func compareNames[T any](kind string, want map[string][]string, got []T, name func(T) string) *Drift {
+	seen := make(map[string]bool, len(got))
+	for _, g := range got {
+		n := name(g)
+		seen[n] = true
+		if _, ok := want[n]; !ok {
+			return &Drift{Kind: DriftContentChanged, Detail: kind + " " + n + " was added"}
+		}
+	}
+	for _, n := range sortedKeys(want) {
+		if !seen[n] {
+			return &Drift{Kind: DriftContentChanged, Detail: kind + " " + n + " is missing"}
+		}
+	}
+	return nil
+}
+
+// compareLines compares one chain's or set's canonical lines; header lines precede the items.
+func compareLines(kind, name, items string, want, got []string, header int) *Drift {
+	switch {
+	case len(got) != len(want):
+		return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("%s %s has %d %s, want %d", kind, name, len(got)-header, items, len(want)-header)}
+	case !slices.Equal(got, want):
+		return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("%s %s: its %s differ", kind, name, items)}
+	}
+	return nil
+}
+
+// expected renders the model in the canonical form listKernel reads.
+func (b *netlinkBackend) expected() (*canonicalTable, error) {
+	m := b.model
+	out := &canonicalTable{exists: m.exists, chains: map[string][]string{}, sets: map[string][]string{}}
+	fam := byte(b.table.Family)
+	noID := func(string) uint32 { return 0 } // the kernel never lists set ids
+	for name, c := range m.chains {
+		nc := &nftables.Chain{Name: name, Table: b.table}
+		if err := baseChain(nc, c.def); err != nil {
+			return nil, err
+		}
+		lines := []string{hookLine(nc)}
+		for _, r := range c.rules {
+			exprs, err := compileRule(r, b.fam, noID)
+			if err != nil {
+				return nil, err
+			}
+			line, err := exprLine(fam, exprs)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, line)
+		}
+		out.chains[name] = lines
+	}
+	for name, s := range m.sets {
+		if s.dynamic {
+			out.sets[name] = nil
+			continue
+		}
+		d := b.sets[name]
+		if d == nil {
+			return nil, fmt.Errorf("no type for set %s", name)
+		}
+		var elems []nftables.SetElement
+		for key, value := range s.elems {
+			enc, err := d.encode(strings.Split(key, " . "), value, false)
+			if err != nil {
+				return nil, err
+			}
+			elems = append(elems, enc...)
+		}
+		out.sets[name] = elementLines(elems)
+	}
+	return out, nil
+}
+
+// verdictFromData decodes a verdict map's element data, which the nftables library returns
+// as the kernel's attributes (a code, then for jump and goto a chain) instead of a Verdict.
+func verdictFromData(data []byte) *expr.Verdict {
+	v := &expr.Verdict{}
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return v
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_VERDICT_CODE:
+			v.Kind = expr.VerdictKind(int32(ad.Uint32()))
+		case unix.NFTA_VERDICT_CHAIN:
+			v.Chain = ad.String()
+		}
+	}
+	return v
+}
+
+func hookLine(c *nftables.Chain) string {
+	if c.Hooknum == nil {
+		return "regular"
+	}
+	prio := int32(0)
+	if c.Priority != nil {
+		prio = int32(*c.Priority)
+	}
+	return fmt.Sprintf("type %s hook %d priority %d", c.Type, uint32(*c.Hooknum), prio)
+}
+
+func exprLine(fam byte, exprs []expr.Any) (string, error) {
+	var sb strings.Builder
+	for _, e := range exprs {
+		data, err := expr.Marshal(fam, normalizeExpr(e))
+		if err != nil {
+			return "", fmt.Errorf("encoding %T: %w", e, err)
+		}
+		sb.WriteString(hex.EncodeToString(data))
+		sb.WriteByte(' ')
+	}
+	return sb.String(), nil
+}
+
+// normalizeExpr spells an expression as the kernel lists it back. The kernel keeps registers
+// as 32-bit slots and lists a 32-bit register that starts a 128-bit one under the 128-bit
+// number (NFT_REG32_04 as NFT_REG_2); a NAT statement given only a minimum address or port
+// lists that value as its maximum too, with the port flagged as specified.
+func normalizeExpr(e expr.Any) expr.Any {
+	switch x := e.(type) {
+	case *expr.NAT:
+		n := *x
+		if n.RegAddrMax == 0 {
+			n.RegAddrMax = n.RegAddrMin
+		}
+		if n.RegProtoMax == 0 {
+			n.RegProtoMax = n.RegProtoMin
+		}
+		n.Specified = n.Specified || n.RegProtoMin != 0
+		n.RegAddrMin, n.RegAddrMax = listedRegister(n.RegAddrMin), listedRegister(n.RegAddrMax)
+		n.RegProtoMin, n.RegProtoMax = listedRegister(n.RegProtoMin), listedRegister(n.RegProtoMax)
+		return &n
+	case *expr.Meta:
+		m := *x
+		m.Register = listedRegister(m.Register)
+		return &m
+	case *expr.Payload:
+		p := *x
+		p.DestRegister, p.SourceRegister = listedRegister(p.DestRegister), listedRegister(p.SourceRegister)
+		return &p
+	case *expr.Immediate:
+		i := *x
+		i.Register = listedRegister(i.Register)
+		return &i
+	case *expr.Cmp:
+		c := *x
+		c.Register = listedRegister(c.Register)
+		return &c
+	case *expr.Lookup:
+		l := *x
+		l.SourceRegister, l.DestRegister = listedRegister(l.SourceRegister), listedRegister(l.DestRegister)
+		return &l
+	case *expr.Bitwise:
+		b := *x
+		b.SourceRegister, b.DestRegister = listedRegister(b.SourceRegister), listedRegister(b.DestRegister)
+		return &b
+	case *expr.Numgen:
+		n := *x
+		n.Register = listedRegister(n.Register)
+		return &n
+	case *expr.Dynset:
+		d := *x
+		d.SrcRegKey, d.SrcRegData = listedRegister(d.SrcRegKey), listedRegister(d.SrcRegData)
+		return &d
+	}
+	return e
+}
+
+// listedRegister is the number the kernel lists for register r (see nft_parse_register and
+// nft_dump_register in net/netfilter/nf_tables_api.c).
+func listedRegister(r uint32) uint32 {
+	const per128 = 4 // 32-bit slots in a 128-bit register
+	var slot uint32
+	switch {
+	case r >= unix.NFT_REG_1 && r <= unix.NFT_REG_4:
+		slot = r * per128
+	case r >= unix.NFT_REG32_00:
+		slot = r + per128 - unix.NFT_REG32_00
+	default:
+		return r // the verdict register
+	}
+	if slot%per128 == 0 {
+		return slot / per128
+	}
+	return slot - per128 + unix.NFT_REG32_00
+}
+
+func elementLines(elems []nftables.SetElement) []string {
+	lines := make([]string, 0, len(elems))
+	for _, e := range elems {
+		line := hex.EncodeToString(e.Key) + "-" + hex.EncodeToString(e.KeyEnd) + ":" + hex.EncodeToString(e.Val)
+		if e.VerdictData != nil {
+			line += fmt.Sprintf(" verdict %d %s", e.VerdictData.Kind, e.VerdictData.Chain)
+		}
+		if e.IntervalEnd {
+			line += " end"
+		}
+		lines = append(lines, line)
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// Compile-time check: only the netlink backend reads tables back.
+var _ driftChecker = (*netlinkBackend)(nil)
