@@ -23,6 +23,8 @@ type row struct {
 	Lost, Duplicated int
 	// Note holds what else was measured (a hand-over time, injected failures).
 	Note string
+	// Focus picks the fault's spec alone: go test ./test/chaos/ -ginkgo.focus "<Focus>".
+	Focus string
 }
 
 // restartsReported is how many unexpected manager restarts earlier rows have reported.
@@ -41,15 +43,17 @@ func record(r row) {
 		r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; %d manager exit(s) not caused by the test, restarted as a kubelet would", n), "; ")
 	}
 	restartsReported = restarts
+	words := strings.Fields(CurrentSpecReport().LeafNodeText)
+	r.Focus = strings.Join(words[:min(len(words), 5)], " ")
 	rows = append(rows, r)
 	AddReportEntry(r.Fault, r.line())
 	fmt.Fprintln(GinkgoWriter, r.line())
 }
 
 func (r row) line() string {
-	return fmt.Sprintf("| %s | %s | %s | %d (member %d, broker %d) | %d | %d | %s |",
+	return fmt.Sprintf("| %s | %s | %s | %d (member %d, broker %d) | %d | %d | %s | `-ginkgo.focus \"%s\"` |",
 		r.Fault, r.Injected, r.Converged.Round(100*time.Millisecond), r.Writes.total(),
-		r.Writes.api.Writes("leases"), r.Writes.broker.Writes("leases"), r.Lost, r.Duplicated, r.Note)
+		r.Writes.api.Writes("leases"), r.Writes.broker.Writes("leases"), r.Lost, r.Duplicated, r.Note, r.Focus)
 }
 
 // writeReport writes the rows as a markdown table to $FLEETSLICE_CHAOS_REPORT when it is set
@@ -66,7 +70,7 @@ func writeReport(rows []row) {
 	}
 	fmt.Fprintf(&b, "Variant: %s (rollout of %d Pods, broker outage %s, cluster lease %s), %s.\n\n",
 		variant, size.RolloutPods, size.BrokerOutage, size.Lease, time.Now().UTC().Format("2006-01-02"))
-	b.WriteString("| fault | injected | converged | writes | lost | duplicated | also measured |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | injected | converged | writes | lost | duplicated | also measured | reproduce (`make chaos`, or `go test ./test/chaos/` with) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		b.WriteString(r.line() + "\n")
 	}
