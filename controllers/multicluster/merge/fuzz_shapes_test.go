@@ -79,15 +79,6 @@ func (s *byteSource) shapedRecord() Record {
 	return r
 }
 
-func (s *byteSource) shapedRecords() []Record {
-	n := 1 + s.pick(6)
-	out := make([]Record, n)
-	for i := range out {
-		out[i] = s.shapedRecord()
-	}
-	return out
-}
-
 // FuzzMergeBadShapes runs the merge over exports of the bad-input shapes mixed with plain ones.
 // Beyond FuzzMerge's invariants (same result in any order, every cluster with a condition that
 // reports each conflict, the oldest export's fields, ports only from some export): Merge never
@@ -101,7 +92,7 @@ func FuzzMergeBadShapes(f *testing.F) {
 	f.Add([]byte("six clusters of a hundred ports and the longest names, none of them agreeing on anything"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		source := &byteSource{data: data}
-		records := source.shapedRecords()
+		records := source.recordsOf(source.shapedRecord)
 		result := Merge(records)
 		if again := Merge(slices.Clone(records)); !reflect.DeepEqual(again, result) {
 			t.Fatalf("two merges of the same records differ:\n%+v\nvs\n%+v", result, again)

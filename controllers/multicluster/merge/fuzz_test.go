@@ -72,11 +72,12 @@ func (s *byteSource) record() Record {
 	return r
 }
 
-func (s *byteSource) records() []Record {
+// recordsOf returns one to six records, each made by next.
+func (s *byteSource) recordsOf(next func() Record) []Record {
 	n := 1 + s.pick(6)
 	out := make([]Record, n)
 	for i := range out {
-		out[i] = s.record()
+		out[i] = next()
 	}
 	return out
 }
@@ -89,7 +90,7 @@ func FuzzMerge(f *testing.F) {
 	f.Add([]byte{5, 4, 3, 2, 1, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 200, 100, 50, 25, 12, 6, 3, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		source := &byteSource{data: data}
-		records := source.records()
+		records := source.recordsOf(source.record)
 		result := Merge(records)
 
 		for _, permuted := range permutations(records, source) {
