@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/agent"
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 // chaosSize is the table and the number of kills: small in `make test`, large with
@@ -238,7 +239,7 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 			outcome = "new"
 		default:
 			Fail(fmt.Sprintf("after a kill %s into the %s sync the table is neither the old nor the new one:\nkilled (%d lines) vs new (%d lines)\n%s",
-				delay, mode, strings.Count(killed, "\n"), strings.Count(fresh, "\n"), firstDifference(killed, fresh)))
+				delay, mode, strings.Count(killed, "\n"), strings.Count(fresh, "\n"), testutil.FirstDifference(killed, fresh)))
 		}
 		lost, dup := endpointErrors(expectedTargets(services, zone), dnatTargets(host.table()))
 		return killRow{mode: mode, outcome: outcome, delay: delay, convergence: took, syncs: made, lost: lost, duplicated: dup}
@@ -328,21 +329,4 @@ func otherKind(kind string) string {
 		return "content-changed"
 	}
 	return "table-missing"
-}
-
-func firstDifference(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n- %.300s\n+ %.300s", i, x, y)
-		}
-	}
-	return ""
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/internal/faultproxy"
 	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
 // member is one cluster of the set with fleetslice running on it: one manager replica (two in
@@ -316,7 +317,7 @@ func (m *member) agentMatchesFreshRender(ctx context.Context) error {
 		return err == nil && canonical(string(got)) == canonical(string(want)), nil
 	})
 	if err != nil {
-		return fmt.Errorf("the agent of %s does not match a fresh render: %w\n%s", node, err, firstDifference(canonical(string(got)), canonical(string(want))))
+		return fmt.Errorf("the agent of %s does not match a fresh render: %w\n%s", node, err, testutil.FirstDifference(canonical(string(got)), canonical(string(want))))
 	}
 	return nil
 }
@@ -334,23 +335,6 @@ func canonical(ruleset string) string {
 	}
 	slices.Sort(elements)
 	return strings.Join(append(rest, elements...), "\n")
-}
-
-func firstDifference(got, want string) string {
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := range max(len(g), len(w)) {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if gl != wl {
-			return fmt.Sprintf("line %d: running %q, fresh %q", i+1, gl, wl)
-		}
-	}
-	return "identical"
 }
 
 func (m *member) stop() {
