@@ -75,7 +75,7 @@ func Part() bench.Part {
 			fs.DurationVar(&o.budget, "agent-budget", o.budget,
 				fmt.Sprintf("agent part: stop repeating a measurement once one more run would take it past this (default %s, or %s with --quick)", budget, quickBudget))
 			fs.StringVar(&o.versus, "agent-kube-proxy", o.versus,
-				"agent part: run kube-proxy (nftables mode) and the agent binary side by side on one API server: auto (when the kube-proxy binary of `make kube-proxy`, bin/agent, root, ip and nft are all there), on or off")
+				"agent part: run kube-proxy (nftables mode) and the agent binary side by side on one API server: auto (when the kube-proxy binary of make kube-proxy, bin/agent, root, ip and nft are all there), on or off")
 			fs.StringSliceVar(&o.versusSizes, "agent-kube-proxy-sizes", o.versusSizes,
 				fmt.Sprintf("agent part: side-by-side sizes as SERVICESxENDPOINTS (default %v, or %v with --quick)", VersusSizes, QuickVersusSizes))
 			fs.IntVar(&o.versusRuns, "agent-kube-proxy-runs", o.versusRuns,

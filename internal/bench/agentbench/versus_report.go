@@ -169,6 +169,10 @@ change (kube-proxy: kubeproxy_…, the agent: fleetslice_agent_…; the cold syn
 write to table" runs from the first write to the end of the sync after which `+"`nft list table`"+` in its namespace
 holds the change, as the program's own sync_proxy_rules_last_timestamp_seconds says; "network programming" is
 its network_programming_duration_seconds, from the EndpointSlice's last-change-trigger-time annotation the bench
-stamps. Ratios are agent / kube-proxy: below 1 the agent is faster or smaller.`,
+stamps. Ratios are agent / kube-proxy: below 1 the agent is faster or smaller. A Service added is two writes
+(the Service, then its EndpointSlice) and 1%% of the Services are many: the first write starts a sync at once and
+the rest wait for the next one, at least 1 s later by both programs' default least interval between syncs, so
+the write-to-table time of those rows is mostly that interval, the same for both; the own-metric columns are the
+work each sync did. kube-proxy also runs a sync every 30 s (--sync-period) that may fall inside a change.`,
 		strings.Join(s, ", "), benchNode, podCIDR, runs, quietGap.Round(100*time.Millisecond))
 }
