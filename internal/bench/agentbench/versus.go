@@ -251,7 +251,7 @@ func (m *measuring) program(ctx context.Context, p program, apiHostPort, kubecon
 	if err != nil {
 		return pr, fmt.Errorf("cold sync: %w", err)
 	}
-	cold := r.sampleOf(scrape{}, after, ended.Sub(r.started), metricSyncFull)
+	cold := r.sampleOf(scrape{}, r.observed(ctx, scrape{}, after), ended.Sub(r.started), metricSyncFull)
 	pr.steps = append(pr.steps, versusStep{name: versusCold, samples: []versusSample{cold}})
 	m.env.Logf("side by side %s %-10s %-34s own %s, outside %s", m.size, p.name, versusCold,
 		seconds(cold.own), cold.outside.Round(time.Millisecond))

@@ -68,7 +68,23 @@ func (r *running) step(ctx context.Context, write func(now time.Time) ([]string,
 	if err != nil {
 		return versusSample{}, err
 	}
-	return r.sampleOf(before, after, ended.Sub(start), metricSync), nil
+	return r.sampleOf(before, r.observed(ctx, before, after), ended.Sub(start), metricSync), nil
+}
+
+// observed returns a scrape that holds the sync's duration: kube-proxy sets its last-sync
+// timestamp before it observes the sync's duration, so the scrape that saw the timestamp may not
+// have it yet. It gives up after a second and returns the latest scrape (the figure is then n/a).
+func (r *running) observed(ctx context.Context, before, after scrape) scrape {
+	name := r.prefix + metricSync
+	for deadline := time.Now().Add(time.Second); ; {
+		if after.histogram(name).count > before.histogram(name).count || time.Now().After(deadline) {
+			return after
+		}
+		time.Sleep(pollEvery)
+		if s, err := r.scrape(ctx); err == nil {
+			after = s
+		}
+	}
 }
 
 // waitQuiet returns the metrics once the last sync ended quietGap ago or more.
