@@ -52,6 +52,10 @@ vet: ## Run go vet.
 k8s-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and kwokctl (first run only).
 	@hack/k8s-binaries.sh
 
+.PHONY: kube-proxy
+kube-proxy: ## Build kube-proxy (only the agent bench runs it, beside the agent; first run only).
+	@hack/k8s-binaries.sh kube-proxy
+
 .PHONY: test
 test: vet k8s-binaries kustomize ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
 	KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
@@ -70,7 +74,7 @@ chaos: k8s-binaries ## Run the full fault suite on a local ClusterSet and the ag
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: build k8s-binaries ## Run every part of `fleetslice bench` beside upstream; rewrites docs/benchmarks.md and its pictures.
+bench: build k8s-binaries kube-proxy ## Run every part of `fleetslice bench` beside upstream; rewrites docs/benchmarks.md and its pictures.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" $(LOCALBIN)/fleetslice bench --all --output docs/benchmarks.md $(BENCH_FLAGS)
 
 ##@ Build

@@ -30,6 +30,9 @@ const (
 	Kwokctl               = "kwokctl"
 	// Helm renders the chart in dist/chart for the installer's tests.
 	Helm = "helm"
+	// KubeProxy runs beside the agent in the agent bench only, so it is built on its own
+	// (`make kube-proxy`, `hack/k8s-binaries.sh kube-proxy`) and is not part of the default set.
+	KubeProxy = "kube-proxy"
 )
 
 var all = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kubectl, Kwok, Kwokctl, Helm}

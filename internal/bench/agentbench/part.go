@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/k8sbin"
 )
 
 // Sizes are the Service counts measured, QuickSizes those of --quick.
@@ -47,13 +48,17 @@ type partOptions struct {
 	coldRuns  int
 	runs      int
 	budget    time.Duration
+	// versus, versusSizes and versusRuns set up the side-by-side run with kube-proxy.
+	versus      string
+	versusSizes []string
+	versusRuns  int
 }
 
 // Part is the `agent` benchmark.
 func Part() bench.Part {
 	// Defaults live here, not only in the flags, so a Part run without a command line (the quick
 	// test) gets them too.
-	o := &partOptions{dataplane: Auto, endpoints: DefaultEndpoints}
+	o := &partOptions{dataplane: Auto, endpoints: DefaultEndpoints, versus: VersusAuto}
 	return bench.Part{
 		Name:  "agent",
 		Title: "Node agent: nftables sync times, cold and incremental",
@@ -69,6 +74,12 @@ func Part() bench.Part {
 				fmt.Sprintf("agent part: runs of each incremental change per size (default %d, or %d with --quick)", incrementalRuns, quickRuns))
 			fs.DurationVar(&o.budget, "agent-budget", o.budget,
 				fmt.Sprintf("agent part: stop repeating a measurement once one more run would take it past this (default %s, or %s with --quick)", budget, quickBudget))
+			fs.StringVar(&o.versus, "agent-kube-proxy", o.versus,
+				"agent part: run kube-proxy (nftables mode) and the agent binary side by side on one API server: auto (when the kube-proxy binary of make kube-proxy, bin/agent, root, ip and nft are all there), on or off")
+			fs.StringSliceVar(&o.versusSizes, "agent-kube-proxy-sizes", o.versusSizes,
+				fmt.Sprintf("agent part: side-by-side sizes as SERVICESxENDPOINTS (default %v, or %v with --quick)", VersusSizes, QuickVersusSizes))
+			fs.IntVar(&o.versusRuns, "agent-kube-proxy-runs", o.versusRuns,
+				fmt.Sprintf("agent part: side-by-side runs of each change per size and program (default %d, or %d with --quick)", versusRuns, quickVersusRuns))
 		},
 		Run: o.run,
 	}
@@ -140,6 +151,10 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 	if err != nil {
 		return nil, err
 	}
+	versus, skipped, err := o.versusRun(env)
+	if err != nil {
+		return nil, err
+	}
 	dp, err := choose(o.dataplane)
 	if err != nil {
 		return nil, err
@@ -152,6 +167,9 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 	}()
 	env.Logf("agent dataplane: %s (%s)", dataplaneName(dp.kernel), dp.why)
 	check := &checker{}
+	if versus != nil {
+		versus.check = check
+	}
 	var results []sizeResult
 	for _, n := range s.sizes {
 		res, err := runSize(ctx, s, dp.backend, check, env, n)
@@ -160,7 +178,70 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 		}
 		results = append(results, res)
 	}
-	return buildReport(results, s, dp, check)
+	rep, err = buildReport(results, s, dp, check)
+	if err != nil {
+		return nil, err
+	}
+	if versus == nil {
+		rep.Intro += "\n\n" + versusIntro(nil, 0, skipped)
+		return rep, nil
+	}
+	env.Logf("agent part: kube-proxy and the agent side by side at %v", versus.sizes)
+	vres, err := versus.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Intro += "\n\n" + versusIntro(versus.sizes, versus.runs, "")
+	rep.Tables = append(rep.Tables, versusTables(vres)...)
+	rep.Checks = append(rep.Checks, check.versusCheck(true)...)
+	return rep, nil
+}
+
+// versusRun sets up the side-by-side run, or says why there is none: nil and the reason.
+func (o *partOptions) versusRun(env bench.Env) (*versusRun, string, error) {
+	specs, runs := VersusSizes, versusRuns
+	if env.Quick {
+		specs, runs = QuickVersusSizes, quickVersusRuns
+	}
+	if len(o.versusSizes) > 0 {
+		specs = o.versusSizes
+	}
+	if o.versusRuns > 0 {
+		runs = o.versusRuns
+	}
+	sizes, err := parseVersusSizes(specs)
+	if err != nil {
+		return nil, "", err
+	}
+	switch o.versus {
+	case VersusOff:
+		return nil, "turned off with --agent-kube-proxy=off", nil
+	case VersusAuto, VersusOn:
+	default:
+		return nil, "", fmt.Errorf("--agent-kube-proxy=%q: want %s, %s or %s", o.versus, VersusAuto, VersusOn, VersusOff)
+	}
+	var missing []string
+	kubeProxy, err := k8sbin.Path(k8sbin.KubeProxy)
+	if err != nil {
+		missing = append(missing, "the kube-proxy binary (make kube-proxy)")
+	}
+	if _, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer); err != nil {
+		missing = append(missing, "etcd and kube-apiserver (make k8s-binaries)")
+	}
+	agentBinary, err := env.Binary("agent")
+	if err != nil {
+		missing = append(missing, "the agent binary (make build)")
+	}
+	missing = append(missing, kernelMissing()...)
+	if len(missing) > 0 {
+		why := "it needs " + strings.Join(missing, " and ")
+		if o.versus == VersusOn {
+			return nil, "", fmt.Errorf("--agent-kube-proxy=on: %s", why)
+		}
+		return nil, why, nil
+	}
+	return &versusRun{sizes: sizes, runs: runs, env: env, check: nil,
+		programs: []program{agentProgram(agentBinary), kubeProxyProgram(kubeProxy)}}, "", nil
 }
 
 func dataplaneName(kernel bool) string {

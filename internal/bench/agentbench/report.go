@@ -117,7 +117,8 @@ garbage. "Applying the transaction" is the part spent in %s; "CPU, agent" is thi
 (getrusage, all threads)%s. Operations count the transaction's nft commands. Chains, rules, sets and maps and
 elements describe the cold sync's table as listed back.
 
-kube-proxy's nftables mode is what users would run instead; it is not run side by side here.`,
+These figures are the agent's dataplane called in process; kube-proxy's nftables mode, what users would run
+instead, is compared with the agent's own binary further down, when this run could start both.`,
 		sizesText(s.sizes), s.endpoints, where, dp.why, NodePortEvery, LocalEvery, LocalEndpoints, AffinityEvery,
 		AffinityTimeout.Hours(), transactionIn(dp.kernel), nftCPUText(dp.kernel))
 }

@@ -54,6 +54,8 @@ type checker struct {
 	syncFailures  []string
 	statsFailures []string
 	tableChecks   []bench.Check
+	// versusFailures are the side-by-side sizes that could not be measured to the end.
+	versusFailures []string
 }
 
 func (c *checker) checks() []bench.Check {
