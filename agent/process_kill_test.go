@@ -292,7 +292,7 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 				{"table deleted", "table-missing", "delete table ip fleetslice"},
 				{"Service chain flushed", "content-changed", "flush chain ip fleetslice " + svcChain},
 				{"chain added", "content-changed", "add chain ip fleetslice intruder"},
-				{"map element added", "content-changed", "add element ip fleetslice service-ips { 10.0.255.254 . tcp . 80 : goto reject-service }"},
+				{"map element added", "content-changed", "add element ip fleetslice service-ips { 192.0.2.1 . tcp . 80 : goto reject-service }"},
 			}
 			for _, e := range edits {
 				what := backend + ": " + e.what

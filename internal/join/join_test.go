@@ -46,7 +46,9 @@ func asMember(ctx context.Context, m *testenv.Cluster) client.Client {
 func copyOf(cluster string) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: cluster + "-web", Namespace: broker.DefaultNamespace,
+			// Broker copies are named after their writer (names.BrokerCopyName), which the
+			// broker's ownership policy requires of every new object.
+			Name: names.BrokerCopyName(cluster, "demo", "web-abcde"), Namespace: broker.DefaultNamespace,
 			Labels: names.RecordLabels(cluster, "demo", "web"),
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
