@@ -150,22 +150,19 @@ func (s *store) setNode(node *corev1.Node) {
 	if node != nil {
 		zone = node.Labels[ZoneLabel]
 	}
-	s.mu.Lock()
-	changed := s.node.Zone != zone
-	s.node.Zone = zone
-	s.allDirty = s.allDirty || changed
-	s.mu.Unlock()
-	if changed {
-		s.kick()
-	}
+	s.setNodeFact(&s.node.Zone, zone)
 }
 
 // setCluster records this node's cluster id. A new id changes the cluster
 // plan of every import.
-func (s *store) setCluster(id string) {
+func (s *store) setCluster(id string) { s.setNodeFact(&s.node.Cluster, id) }
+
+// setNodeFact sets one fact about this node (a field of s.node); a change
+// re-selects every Service's endpoints.
+func (s *store) setNodeFact(field *string, value string) {
 	s.mu.Lock()
-	changed := s.node.Cluster != id
-	s.node.Cluster = id
+	changed := *field != value
+	*field = value
 	s.allDirty = s.allDirty || changed
 	s.mu.Unlock()
 	if changed {

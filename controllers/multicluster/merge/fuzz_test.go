@@ -82,6 +82,23 @@ func (s *byteSource) recordsOf(next func() Record) []Record {
 	return out
 }
 
+// checkMergeInvariants holds for every merge: the same result in any input order, a condition
+// for every cluster that reports each conflict, the oldest export's fields, ports only from some
+// export, a port conflict exactly when the port sets differ, and the merged cluster preference.
+func checkMergeInvariants(t *testing.T, records []Record, result Result, source *byteSource) {
+	t.Helper()
+	for _, permuted := range permutations(records, source) {
+		if again := Merge(permuted); !reflect.DeepEqual(again, result) {
+			t.Fatalf("input order changed the result:\n%+v\nvs\n%+v", result, again)
+		}
+	}
+	checkClustersAndConditions(t, records, result)
+	checkOldestWins(t, records, result)
+	checkPorts(t, records, result)
+	checkPortConflictIffSetsDiffer(t, records, result)
+	checkClusterPreference(t, records, result)
+}
+
 func FuzzMerge(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 1, 1, 1, 0, 80})
@@ -92,17 +109,7 @@ func FuzzMerge(f *testing.F) {
 		source := &byteSource{data: data}
 		records := source.recordsOf(source.record)
 		result := Merge(records)
-
-		for _, permuted := range permutations(records, source) {
-			if again := Merge(permuted); !reflect.DeepEqual(again, result) {
-				t.Fatalf("input order changed the result:\n%+v\nvs\n%+v", result, again)
-			}
-		}
-		checkClustersAndConditions(t, records, result)
-		checkOldestWins(t, records, result)
-		checkPorts(t, records, result)
-		checkPortConflictIffSetsDiffer(t, records, result)
-		checkClusterPreference(t, records, result)
+		checkMergeInvariants(t, records, result, source)
 
 		for _, r := range records {
 			if single := Merge([]Record{r}); len(single.Reasons) != 0 || single.Conflicts[0].Conflict {
