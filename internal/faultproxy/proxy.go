@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -140,11 +141,7 @@ func (p *Proxy) Restore() { p.listener.cut(false) }
 func (p *Proxy) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(Counts, len(p.counts))
-	for k, v := range p.counts {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.counts)
 }
 
 // Close stops the proxy and closes every connection.

@@ -1,6 +1,7 @@
 package faultproxy
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -91,9 +92,9 @@ func (c Counts) Sub(before Counts) Counts {
 
 // Add returns the sum of two counts.
 func (c Counts) Add(o Counts) Counts {
-	out := Counts{}
-	for k, v := range c {
-		out[k] = v
+	out := maps.Clone(c)
+	if out == nil {
+		out = Counts{}
 	}
 	for k, v := range o {
 		out[k] = Count{Total: out[k].Total + v.Total, Failed: out[k].Failed + v.Failed, Unreachable: out[k].Unreachable + v.Unreachable}
