@@ -56,6 +56,12 @@ func (c *Component) PID() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(raw)))
 }
 
+// Running reports whether the component's recorded process is alive.
+func (c *Component) Running() bool {
+	pid, err := c.PID()
+	return err == nil && processAlive(pid)
+}
+
 // Stop ends the component with sig (SIGTERM for a clean stop, SIGKILL for a crash) and waits
 // until its process is gone.
 func (c *Component) Stop(ctx context.Context, sig syscall.Signal) error {
