@@ -23,52 +23,86 @@ func dispatchEndpoints(n int) []Endpoint {
 func TestDispatchIsOneLookup(t *testing.T) {
 	port := Port{Name: "http", Protocol: TCP, Port: 80}
 	for _, affinity := range []time.Duration{0, time.Minute} {
-		svc := &Service{Namespace: "ns", Name: "svc", AffinityTimeout: affinity}
+		svc := &Service{Namespace: "ns", Name: "svc", AffinityTimeout: affinity, ClusterIPs: ips("10.96.0.1")}
 		for _, n := range []int{2, 3, 10, 17, 300} {
-			eps := dispatchEndpoints(n)
-			rules, m, entries := dispatch(svc, port, eps, ipv4, "map-x")
-			if m == nil || m.name != "map-x" || m.verdict != (affinity > 0) {
-				t.Fatalf("affinity %v n=%d: map = %+v", affinity, n, m)
-			}
-			pick := rules[len(rules)-1]
-			want := fmt.Sprintf("meta l4proto tcp dnat ip addr . port to numgen random mod %d map @map-x", n)
+			p := port
+			p.Endpoints = dispatchEndpoints(n)
+			svc.Ports = []Port{p}
+			objs := renderService(svc, ipv4)
+			var rules []string
+			mapName, keyPrefix, want := "cluster-endpoints-tcp", "10.96.0.1 . 80 . ",
+				fmt.Sprintf("meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod %d map @cluster-endpoints-tcp", n)
 			if affinity > 0 {
-				want = fmt.Sprintf("numgen random mod %d vmap @map-x", n)
+				if len(objs.chains) == 0 || len(objs.maps) != 1 {
+					t.Fatalf("affinity n=%d: chains %d, maps %v", n, len(objs.chains), objs.maps)
+				}
+				rules, mapName, keyPrefix = objs.chains[0].rules[1:], objs.maps[0], ""
+				want = fmt.Sprintf("numgen random mod %d vmap @%s", n, mapName)
 				if len(rules) != n+1 { // one "known client" check per endpoint, as kube-proxy
 					t.Fatalf("affinity n=%d: %d rules", n, len(rules))
 				}
-			} else if len(rules) != 1 {
-				t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
+			} else {
+				if len(objs.chains) != 0 || len(objs.picks) != 1 || objs.picks[0].name != pickChainName(pickCluster, TCP, n) {
+					t.Fatalf("n=%d: chains %+v, picks %+v", n, objs.chains, objs.picks)
+				}
+				rules = objs.picks[0].rules[1:]
+				if len(rules) != 1 {
+					t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
+				}
 			}
-			if pick != want {
+			if pick := rules[len(rules)-1]; pick != want {
 				t.Fatalf("n=%d: rule %q, want %q", n, pick, want)
 			}
-			if len(entries) != n {
-				t.Fatalf("n=%d: %d map elements", n, len(entries))
-			}
 			seen := map[string]bool{}
-			for i, e := range entries {
-				if e.mapName != "map-x" || len(e.key) != 1 || e.key[0] != fmt.Sprint(i) {
-					t.Fatalf("n=%d: element %d = %+v", n, i, e)
+			i := 0
+			for _, e := range objs.entries {
+				if e.mapName != mapName {
+					continue
 				}
-				target := fmt.Sprintf("%s . 8080", eps[i].Addr.Addr())
+				if got := strings.Join(e.key, " . "); got != keyPrefix+fmt.Sprint(i) {
+					t.Fatalf("n=%d: element %d has key %q", n, i, got)
+				}
+				target := fmt.Sprintf("%s . 8080", p.Endpoints[i].Addr.Addr())
 				if affinity > 0 {
-					target = "goto " + endpointChainName(svc, port, eps[i].Addr)
+					target = "goto " + endpointChainName(svc, p, p.Endpoints[i].Addr)
 				}
 				if e.value != target || seen[e.value] {
 					t.Fatalf("n=%d: element %d = %q, want %q once", n, i, e.value, target)
 				}
 				seen[e.value] = true
+				i++
+			}
+			if i != n {
+				t.Fatalf("n=%d: %d map elements", n, i)
 			}
 		}
 	}
 }
 
-func TestSingleEndpointNeedsNoMap(t *testing.T) {
-	rules, m, entries := dispatch(&Service{Namespace: "ns", Name: "one"}, Port{Name: "dns", Protocol: UDP, Port: 53},
-		dispatchEndpoints(1), ipv4, "unused")
-	if m != nil || entries != nil || len(rules) != 1 || rules[0] != "meta l4proto udp dnat ip to 10.0.0.0:8080" {
-		t.Fatalf("rules %q, map %+v, entries %+v", rules, m, entries)
+// TestServicesSharePickChains checks that a port without affinity adds no chain, rule or set of
+// its own: Services with the same number of endpoints share one pick chain, which a full sync
+// writes once.
+func TestServicesSharePickChains(t *testing.T) {
+	services := []Service{
+		tcpService("ns", "a", "10.96.0.1", 80, "10.244.0.1:80"),
+		tcpService("ns", "b", "10.96.0.2", 80, "10.244.0.2:80"),
+		tcpService("ns", "c", "10.96.0.3", 80, "10.244.0.3:80", "10.244.0.4:80"),
+	}
+	dump, _, err := Render(context.Background(), services, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := Render(context.Background(), nil, Options{})
+	if got := count(dump, "add chain ") - count(base, "add chain "); got != 2 {
+		t.Errorf("%d chains beyond the base, want 2 (pick-cluster-tcp-1 and -2):\n%s", got, dump)
+	}
+	if got := count(dump, "add set ") + count(dump, "add map ") - count(base, "add set ") - count(base, "add map "); got != 0 {
+		t.Errorf("%d sets or maps beyond the base", got)
+	}
+	for _, want := range []string{"add rule ip fleetslice pick-cluster-tcp-1 ", "add rule ip fleetslice pick-cluster-tcp-2 "} {
+		if count(dump, want) != 2 {
+			t.Errorf("want 2 rules starting %q:\n%s", want, dump)
+		}
 	}
 }
 
@@ -135,10 +169,9 @@ func TestEndpointChangeRewritesOneElement(t *testing.T) {
 	mustSync(t, s, []Service{svc}, true)
 	svc.Ports[0].Endpoints = eps("10.244.0.1:80", "10.244.0.2:80", "10.244.0.4:80")
 	mustSync(t, s, []Service{svc}, false)
-	m := endpointMapName(&svc, svc.Ports[0], false)
 	want := []string{
-		"delete element ip fleetslice " + m + " { 2 }",
-		"add element ip fleetslice " + m + " { 2 : 10.244.0.4 . 80 }",
+		"delete element ip fleetslice cluster-endpoints-tcp { 10.96.0.1 . 80 . 2 }",
+		"add element ip fleetslice cluster-endpoints-tcp { 10.96.0.1 . 80 . 2 : 10.244.0.4 . 80 }",
 	}
 	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

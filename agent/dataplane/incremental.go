@@ -99,8 +99,27 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 	}
 
+	pickRefs := maps.Clone(s.pickRefs)
+	for _, c := range changes {
+		if c.old != nil {
+			for _, name := range c.old.picks {
+				pickRefs[name]--
+			}
+		}
+		if c.rec != nil {
+			for _, name := range c.rec.picks {
+				pickRefs[name]++
+			}
+		}
+	}
+
 	// 2. stale chain deletions, unless a change brings the chain back
 	wanted := map[string]bool{}
+	for name, n := range pickRefs {
+		if n > 0 {
+			wanted[name] = true
+		}
+	}
 	for _, c := range changes {
 		if c.rec != nil {
 			for _, name := range c.rec.chains {
@@ -119,9 +138,22 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 	}
 
-	// 3. sets, maps, chains and rules; a chain whose rules are what they
-	// were, and a map that exists already, are left alone, so that an
-	// endpoint change within a map is only an element change.
+	// 3. pick chains that get their first user (a retired one is flushed, so it gets its rules
+	// again), then sets, maps, chains and rules; a chain whose rules are what they were, and a
+	// map that exists already, are left alone, so that an endpoint change within a map is only
+	// an element change.
+	written := map[string]bool{}
+	for _, c := range changes {
+		if c.objs == nil {
+			continue
+		}
+		for _, p := range c.objs.picks {
+			if s.pickRefs[p.name] <= 0 && !written[p.name] {
+				written[p.name] = true
+				writeChain(tx, p)
+			}
+		}
+	}
 	for _, c := range changes {
 		if c.objs == nil {
 			continue
@@ -142,7 +174,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 			}
 			hadMaps := toSet(c.old.maps)
 			for _, m := range c.objs.maps {
-				if !hadMaps[m.name] {
+				if !hadMaps[m] {
 					objs.maps = append(objs.maps, m)
 				}
 			}
@@ -198,6 +230,16 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 	}
 
+	for _, name := range sortedKeys(pickRefs) {
+		if pickRefs[name] <= 0 {
+			if s.pickRefs[name] > 0 {
+				tx.Flush(&knftables.Chain{Name: name})
+				stale[name] = now
+			}
+			delete(pickRefs, name)
+		}
+	}
+
 	for id, n := range refs {
 		if n <= 0 {
 			delete(refs, id)
@@ -225,6 +267,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 			}
 		}
 		s.hairpinRefs = refs
+		s.pickRefs = pickRefs
 		s.staleChains = stale
 	}
 }

@@ -154,13 +154,13 @@ func TestKernelDriftIsFoundAndRepaired(t *testing.T) {
 }
 
 func driftIsFoundAndRepaired(t *testing.T, l *driftLab, backend string) {
-	svcChain := serviceChainName(&l.services[1], l.services[1].Ports[0])
+	pickChain := renderService(&l.services[1], ipv4).picks[0].name
 	cases := []struct {
 		name, kind string
 		edit       func()
 	}{
 		{"table deleted", DriftTableMissing, func() { l.nftCmd("delete", "table", "ip", TableName) }},
-		{"chain flushed", DriftContentChanged, func() { l.nftCmd("flush", "chain", "ip", TableName, svcChain) }},
+		{"chain flushed", DriftContentChanged, func() { l.nftCmd("flush", "chain", "ip", TableName, pickChain) }},
 		{"rule edited", DriftContentChanged, func() {
 			listing := l.nftCmd("-a", "list", "chain", "ip", TableName, chainServices)
 			m := handleRE.FindAllStringSubmatch(listing, -1)

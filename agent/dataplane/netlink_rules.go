@@ -176,7 +176,9 @@ func (c *ruleCompiler) selector() (selector, bool) {
 		return payload(expr.PayloadBaseNetworkHeader, 8, 16), true
 	case !v4 && c.take(ip, "daddr"):
 		return payload(expr.PayloadBaseNetworkHeader, 24, 16), true
-	case c.take("th", "dport"):
+	case c.take("th", "dport"), c.take("tcp", "dport"), c.take("udp", "dport"), c.take("sctp", "dport"):
+		// The destination port sits at the same offset in all three; nft's protocol match
+		// comes from the rule's own "meta l4proto".
 		return payload(expr.PayloadBaseTransportHeader, 2, 2), true
 	case c.take("meta", "l4proto"):
 		return selector{func(reg uint32) expr.Any { return &expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg} }, 1}, true
@@ -282,14 +284,27 @@ func (c *ruleCompiler) numgenVmap() error {
 	return err
 }
 
-// dnat compiles "dnat ip to A:P" and "dnat ip addr . port to numgen random mod N map @map"
-// (after "dnat ip").
+// dnat compiles "dnat ip to A:P" and "dnat ip addr . port to f1 . f2 … . numgen random mod N map
+// @map", whose map gives the address and port for the packet's fields and a random index (after
+// "dnat ip").
 func (c *ruleCompiler) dnat() error {
 	nat := &expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1}
 	if c.fam.selector == "ip6" {
 		nat.Family = unix.NFPROTO_IPV6
 	}
-	if c.take("addr", ".", "port", "to", "numgen", "random", "mod") {
+	if c.take("addr", ".", "port", "to") {
+		var offset uint32
+		for {
+			f, ok := c.selector()
+			if !ok || !c.take(".") {
+				return fmt.Errorf("want fields . numgen random mod N map @map")
+			}
+			c.emit(f.load(register(offset)))
+			offset += (f.size + 3) / 4 * 4
+			if c.take("numgen", "random", "mod") {
+				break
+			}
+		}
 		n, err := c.number()
 		if err != nil || n == 0 || !c.take("map") {
 			return fmt.Errorf("want numgen random mod N map @map")
@@ -299,7 +314,7 @@ func (c *ruleCompiler) dnat() error {
 			return err
 		}
 		nat.RegProtoMin = register(uint32(len(c.fam.anyAddr())))
-		c.emit(&expr.Numgen{Register: 1, Modulus: n, Type: unix.NFT_NG_RANDOM},
+		c.emit(&expr.Numgen{Register: register(offset), Modulus: n, Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: name, SetID: c.setID(name)}, nat)
 		return nil
 	}

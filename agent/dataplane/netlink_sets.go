@@ -27,23 +27,30 @@ var datatypesByName = map[string]nftables.SetDatatype{
 
 // parseSetSpec reads the type of a set or map as the renderer writes it: "t1 . t2" or
 // "t1 . t2 : verdict" with type names, or, with typeOf, the expressions of the endpoint maps
-// ("numgen random mod 1 : ip daddr . tcp dport" or "… : verdict").
+// ("ip daddr . meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport" or
+// "numgen random mod 1 : verdict").
 func parseSetSpec(spec string, typeOf bool) (*setDef, error) {
 	keyPart, dataPart, isMap := strings.Cut(spec, " : ")
 	d := &setDef{}
-	if typeOf {
-		if keyPart != "numgen random mod 1" || !isMap {
-			return nil, fmt.Errorf("unsupported typeof %q", spec)
+	fields := strings.Split(keyPart, " . ")
+	for _, field := range fields {
+		t, ok := datatypesByName[field]
+		if typeOf {
+			t, ok = typeOfField(field, true)
 		}
-		d.key = []nftables.SetDatatype{nftables.TypeInteger}
-	} else {
-		for _, name := range strings.Split(keyPart, " . ") {
-			t, ok := datatypesByName[name]
-			if !ok {
-				return nil, fmt.Errorf("unsupported type %q", name)
-			}
-			d.key = append(d.key, t)
+		if t == nftables.TypeInteger && len(fields) > 1 {
+			// nft writes a typeof declaration into the set's userdata, which google/nftables
+			// cannot; without it nft cannot size an integer inside a concatenation and fails to
+			// list the map. A mark is the same 32-bit host-order number, with a size nft knows.
+			t = nftables.TypeMark
 		}
+		if !ok {
+			return nil, fmt.Errorf("unsupported key %q in %q", field, spec)
+		}
+		d.key = append(d.key, t)
+	}
+	if typeOf && !isMap {
+		return nil, fmt.Errorf("unsupported typeof %q", spec)
 	}
 	switch {
 	case !isMap:
@@ -51,21 +58,34 @@ func parseSetSpec(spec string, typeOf bool) (*setDef, error) {
 		d.verdict = true
 	case typeOf:
 		for _, field := range strings.Split(dataPart, " . ") {
-			switch {
-			case field == "ip daddr":
-				d.data = append(d.data, nftables.TypeIPAddr)
-			case field == "ip6 daddr":
-				d.data = append(d.data, nftables.TypeIP6Addr)
-			case strings.HasSuffix(field, " dport"):
-				d.data = append(d.data, nftables.TypeInetService)
-			default:
+			t, ok := typeOfField(field, false)
+			if !ok {
 				return nil, fmt.Errorf("unsupported typeof field %q", field)
 			}
+			d.data = append(d.data, t)
 		}
 	default:
 		return nil, fmt.Errorf("unsupported map data %q", dataPart)
 	}
 	return d, nil
+}
+
+// typeOfField is the datatype of one expression of a typeof declaration; a numgen value only
+// in a key.
+func typeOfField(field string, key bool) (nftables.SetDatatype, bool) {
+	switch {
+	case field == "ip daddr":
+		return nftables.TypeIPAddr, true
+	case field == "ip6 daddr":
+		return nftables.TypeIP6Addr, true
+	case field == "meta l4proto":
+		return nftables.TypeInetProto, true
+	case strings.HasSuffix(field, " dport"):
+		return nftables.TypeInetService, true
+	case key && field == "numgen random mod 1":
+		return nftables.TypeInteger, true
+	}
+	return nftables.SetDatatype{}, false
 }
 
 func concat(types []nftables.SetDatatype) (nftables.SetDatatype, error) {
@@ -183,8 +203,8 @@ func encodeField(t nftables.SetDatatype, s string) ([]byte, error) {
 	case nftables.TypeInetService:
 		n, err := strconv.ParseUint(s, 10, 16)
 		return binaryutil.BigEndian.PutUint16(uint16(n)), err
-	case nftables.TypeInteger:
-		n, err := strconv.ParseUint(s, 10, 32)
+	case nftables.TypeInteger, nftables.TypeMark:
+		n, err := strconv.ParseUint(s, 0, 32)
 		return binaryutil.NativeEndian.PutUint32(uint32(n)), err
 	}
 	return nil, fmt.Errorf("unsupported type %s", t.Name)

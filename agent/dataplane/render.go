@@ -44,172 +44,135 @@ func (e mapEntry) element() *knftables.Element {
 type serviceObjects struct {
 	chains  []chainContent
 	sets    []string // affinity sets, all with the Service's timeout
-	maps    []endpointMap
+	maps    []string // affinity verdict maps
 	timeout time.Duration
 	entries []mapEntry
+	// picks are the shared pick chains the entries lead to (see pick.go); they belong to no
+	// Service, so the Syncer creates each once.
+	picks []chainContent
 	// hairpin holds keys of the shared hairpin set; two Services may share
 	// an endpoint, so the Syncer reference-counts them.
 	hairpin [][]string
 }
 
-func (o *serviceObjects) addMap(m *endpointMap, entries []mapEntry) {
-	if m != nil {
-		o.maps = append(o.maps, *m)
-		o.entries = append(o.entries, entries...)
-	}
-}
-
-// renderService turns a normalized Service into nftables objects. The layout
-// per port is:
-//
-//	service-ips:       clusterIP . proto . port  -> goto svc-…
-//	service-nodeports: proto . nodePort          -> goto ext-…
-//	svc-…: mark for masquerade per policy, then pick an endpoint at random
-//	  in one lookup (see dispatch), through the map eps-…
-//	ext-…: masquerade and goto svc-… (or, for ExternalLocal, pick a local one
-//	  through xeps-…)
-//	ep-…/aff-…: with ClientIP affinity, one chain and one timed set per
-//	  endpoint: a known client goes straight back to its endpoint.
-//
-// Ports without endpoints get entries in the no-endpoint maps instead, which
-// the filter chains turn into a reject.
+// renderService turns a normalized Service into nftables objects: map elements of the shared
+// maps (see pick.go), plus, with ClientIP affinity, chains, sets and maps of its own (see
+// renderAffinityPort). Ports without endpoints get entries in the no-endpoint maps, which the
+// filter chains turn into a reject.
 func renderService(svc *Service, fam family) serviceObjects {
 	var out serviceObjects
-	affinity := svc.AffinityTimeout > 0
-	if affinity {
+	if svc.AffinityTimeout > 0 {
 		out.timeout = svc.AffinityTimeout
 	}
 	for _, p := range svc.Ports {
-		proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
-		svcChain := serviceChainName(svc, p)
-		hasCluster := len(p.Endpoints) > 0
-		if hasCluster {
-			pick, m, entries := dispatch(svc, p, p.Endpoints, fam, endpointMapName(svc, p, false))
-			out.chains = append(out.chains, chainContent{svcChain, append([]string{"jump " + chainClusterMasq}, pick...)})
-			out.addMap(m, entries)
+		if svc.AffinityTimeout > 0 {
+			renderAffinityPort(&out, svc, p, fam)
+		} else {
+			renderSharedPort(&out, svc, p, fam)
 		}
-		for _, ip := range svc.ClusterIPs {
-			key := []string{ip.String(), proto, port}
-			if hasCluster {
-				out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain})
-			} else {
-				out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject})
-			}
-		}
-
-		external := p.Endpoints
-		if p.ExternalLocal {
-			external = p.ExternalEndpoints
-		}
-		if p.NodePort != 0 {
-			key := []string{proto, strconv.Itoa(int(p.NodePort))}
-			switch {
-			case len(external) > 0:
-				extChain := externalChainName(svc, p)
-				var rules []string
-				if p.ExternalLocal {
-					var m *endpointMap
-					var entries []mapEntry
-					rules, m, entries = dispatch(svc, p, external, fam, endpointMapName(svc, p, true))
-					out.addMap(m, entries)
-				} else {
-					rules = []string{"jump " + chainMarkMasquerade, "goto " + svcChain}
-				}
-				out.chains = append(out.chains, chainContent{extChain, rules})
-				out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain})
-			case p.ExternalLocal && hasCluster:
-				// Endpoints exist elsewhere: dropping lets the client's load
-				// balancer health check move it to another node, as
-				// kube-proxy does.
-				out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop})
-			default:
-				out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject})
-			}
-		}
-
 		reachable := p.Endpoints
 		if p.ExternalLocal && p.NodePort != 0 {
 			reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
 		}
 		for _, ep := range reachable {
-			if affinity {
-				set := affinitySetName(svc, p, ep.Addr)
-				out.sets = append(out.sets, set)
-				out.chains = append(out.chains, chainContent{endpointChainName(svc, p, ep.Addr), []string{
-					"update @" + set + " { " + fam.selector + " saddr }",
-					"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(ep.Addr),
-				}})
-			}
 			if ep.Local {
 				a, pt := ep.Addr.Addr().String(), strconv.Itoa(int(ep.Addr.Port()))
-				out.hairpin = append(out.hairpin, []string{a, a, proto, pt})
+				out.hairpin = append(out.hairpin, []string{a, a, string(p.Protocol), pt})
 			}
 		}
 	}
 	return out
 }
 
-// dispatch spreads new connections over eps in proportion to their weights with one lookup,
-// whatever their number: a single endpoint is one dnat rule; several are one rule "dnat to
-// numgen random mod N map @<mapName>" whose named map holds index -> address . port. With ClientIP affinity a known
-// client first goes back to its endpoint (one rule per endpoint, as kube-proxy writes them)
-// and a new one picks an endpoint chain through a named verdict map.
+// renderAffinityPort writes a port with ClientIP affinity the way kube-proxy does, with chains of
+// its own, because a client's endpoint is remembered per endpoint:
 //
-// The maps are named, not inline: every inline map is an anonymous set, which nft names
-// "__map%d" and the kernel numbers by scanning every set of the table, so a full sync of
-// 10,000 Services with inline maps took 11.6 s of kernel time against 5.5 s with named maps
-// (nft -f in a scratch namespace). One map shared by all Services would be worse still: the
-// kernel walks all elements of a data map each time another chain binds it. A named map also
-// lets an endpoint change rewrite one element instead of the rule.
-func dispatch(svc *Service, p Port, eps []Endpoint, fam family, mapName string) ([]string, *endpointMap, []mapEntry) {
-	proto := string(p.Protocol)
-	affinity := svc.AffinityTimeout > 0
-	switch {
-	case len(eps) == 1 && affinity:
-		return []string{"goto " + endpointChainName(svc, p, eps[0].Addr)}, nil, nil
-	case len(eps) == 1:
-		return []string{"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(eps[0].Addr)}, nil, nil
+//	service-ips:       clusterIP . proto . port  -> goto svc-…
+//	service-nodeports: proto . nodePort          -> goto ext-…
+//	svc-…: mark for masquerade per policy; a known client goes back to its endpoint (one rule
+//	  per endpoint, matching its timed set aff-…); a new one picks an endpoint chain at random
+//	  through the verdict map epsv-…
+//	ext-…: masquerade and goto svc-… (or, for ExternalLocal, pick a local one through xepsv-…)
+//	ep-…: record the client in aff-… and dnat to the endpoint.
+func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
+	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
+	svcChain := serviceChainName(svc, p)
+	hasCluster := len(p.Endpoints) > 0
+	if hasCluster {
+		pick := affinityDispatch(out, svc, p, p.Endpoints, fam, endpointMapName(svc, p, false))
+		out.chains = append(out.chains, chainContent{svcChain, append([]string{"jump " + chainClusterMasq}, pick...)})
 	}
-	m := &endpointMap{name: mapName, verdict: affinity, protocol: p.Protocol}
-	// An endpoint of weight w fills w consecutive elements: numgen picks one element
-	// uniformly, so it receives w of every total-weight new connections.
-	entries := make([]mapEntry, 0, totalWeight(eps))
+	for _, ip := range svc.ClusterIPs {
+		key := []string{ip.String(), proto, port}
+		if hasCluster {
+			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain})
+		} else {
+			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject})
+		}
+	}
+
+	external := p.Endpoints
+	if p.ExternalLocal {
+		external = p.ExternalEndpoints
+	}
+	if p.NodePort != 0 {
+		key := []string{proto, strconv.Itoa(int(p.NodePort))}
+		switch {
+		case len(external) > 0:
+			extChain := externalChainName(svc, p)
+			rules := []string{"jump " + chainMarkMasquerade, "goto " + svcChain}
+			if p.ExternalLocal {
+				rules = affinityDispatch(out, svc, p, external, fam, endpointMapName(svc, p, true))
+			}
+			out.chains = append(out.chains, chainContent{extChain, rules})
+			out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain})
+		case p.ExternalLocal && hasCluster:
+			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop})
+		default:
+			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject})
+		}
+	}
+
+	reachable := p.Endpoints
+	if p.ExternalLocal && p.NodePort != 0 {
+		reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
+	}
+	for _, ep := range reachable {
+		set := affinitySetName(svc, p, ep.Addr)
+		out.sets = append(out.sets, set)
+		out.chains = append(out.chains, chainContent{endpointChainName(svc, p, ep.Addr), []string{
+			"update @" + set + " { " + fam.selector + " saddr }",
+			"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(ep.Addr),
+		}})
+	}
+}
+
+// affinityDispatch returns the rules that send a known client back to its endpoint and a new one
+// to an endpoint chain picked in proportion to the weights, in one lookup of the named verdict
+// map mapName (a single endpoint needs no map). The map is named, not inline: every inline map is
+// an anonymous set, which nft names "__map%d" and the kernel numbers by scanning every set of
+// the table.
+func affinityDispatch(out *serviceObjects, svc *Service, p Port, eps []Endpoint, fam family, mapName string) []string {
+	if len(eps) == 1 {
+		return []string{"goto " + endpointChainName(svc, p, eps[0].Addr)}
+	}
+	out.maps = append(out.maps, mapName)
 	var rules []string
+	n := 0
 	for _, ep := range eps {
-		value := ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
-		if affinity {
-			chain := endpointChainName(svc, p, ep.Addr)
-			rules = append(rules, fam.selector+" saddr @"+affinitySetName(svc, p, ep.Addr)+" goto "+chain)
-			value = "goto " + chain
-		}
+		chain := endpointChainName(svc, p, ep.Addr)
+		rules = append(rules, fam.selector+" saddr @"+affinitySetName(svc, p, ep.Addr)+" goto "+chain)
 		for range max(ep.Weight, 1) {
-			entries = append(entries, mapEntry{mapName, []string{strconv.Itoa(len(entries))}, value})
+			out.entries = append(out.entries, mapEntry{mapName, []string{strconv.Itoa(n)}, "goto " + chain})
+			n++
 		}
 	}
-	mod := "numgen random mod " + strconv.Itoa(len(entries))
-	if affinity {
-		return append(rules, mod+" vmap @"+mapName), m, entries
-	}
-	return []string{"meta l4proto " + proto + " dnat " + fam.selector + " addr . port to " + mod + " map @" + mapName}, m, entries
+	return append(rules, "numgen random mod "+strconv.Itoa(n)+" vmap @"+mapName)
 }
 
-// endpointMap is a Service port's map from a random index to an endpoint: its address and port,
-// or (verdict) a goto to its affinity chain.
-type endpointMap struct {
-	name     string
-	verdict  bool
-	protocol Protocol
-}
-
-// typeOf is the map's type: the index is a numgen value, for which nft has no named type. The
-// port is the protocol's own ("th dport" would do for a fresh table, but nft, reading the map
-// back from the kernel on a later transaction, then sees "tcp" and "th" conflict).
-func (m *endpointMap) typeOf(fam family) string {
-	if m.verdict {
-		return "numgen random mod 1 : verdict"
-	}
-	return "numgen random mod 1 : " + fam.selector + " daddr . " + string(m.protocol) + " dport"
-}
+// affinityMapType is the type of an affinity verdict map: the index is a numgen value, for which
+// nft has no named type.
+const affinityMapType = "numgen random mod 1 : verdict"
 
 func unionEndpoints(a, b []Endpoint) []Endpoint {
 	out := append([]Endpoint(nil), a...)
@@ -253,6 +216,7 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	tx.Add(&knftables.Map{Name: mapNoEndpointIPs, Type: ipKey})
 	tx.Add(&knftables.Map{Name: mapNoEndpointPorts, Type: portKey})
 	tx.Add(&knftables.Set{Name: setHairpin, Type: fam.addrType + " . " + fam.addrType + " . inet_proto . inet_service"})
+	writeSharedMaps(tx, fam)
 
 	ip := fam.selector
 	notLoopback := "fib daddr type local " + ip + " daddr != " + fam.loopback
@@ -316,8 +280,8 @@ func writeServiceObjects(tx *txn, objs *serviceObjects, fam family, mayExist fun
 			Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
 		})
 	}
-	for _, m := range objs.maps {
-		tx.Add(&knftables.Map{Name: m.name, TypeOf: m.typeOf(fam)})
+	for _, name := range objs.maps {
+		tx.Add(&knftables.Map{Name: name, TypeOf: affinityMapType})
 	}
 	for _, c := range objs.chains {
 		tx.Add(&knftables.Chain{Name: c.name})

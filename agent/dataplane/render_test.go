@@ -52,8 +52,6 @@ add chain ip fleetslice cluster-masquerade
 add chain ip fleetslice endpoint-checks
 add chain ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
 add chain ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
-add chain ip fleetslice ext-64A22HNYQRT7-shop/edge/tcp/http
-add chain ip fleetslice ext-BFQQQBTSSYPH-shop/web/tcp/http
 add chain ip fleetslice filter-forward { type filter hook forward priority 0 ; }
 add chain ip fleetslice filter-input { type filter hook input priority 0 ; }
 add chain ip fleetslice filter-output { type filter hook output priority 0 ; }
@@ -63,23 +61,27 @@ add chain ip fleetslice nat-output { type nat hook output priority -100 ; }
 add chain ip fleetslice nat-postrouting { type nat hook postrouting priority 100 ; }
 add chain ip fleetslice nat-prerouting { type nat hook prerouting priority -100 ; }
 add chain ip fleetslice nodeport-checks
+add chain ip fleetslice pick-cluster-tcp-1
+add chain ip fleetslice pick-cluster-tcp-2
+add chain ip fleetslice pick-cluster-udp-1
+add chain ip fleetslice pick-local-tcp-1
+add chain ip fleetslice pick-nodeport-tcp-2
 add chain ip fleetslice reject-service
 add chain ip fleetslice services
-add chain ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http
 add chain ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_
-add chain ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http
-add chain ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http
-add chain ip fleetslice svc-NWEXEB3QREBK-shop/edge/tcp/alt
-add chain ip fleetslice svc-U4QYMYXDEGAW-shop/web/udp/dns
 add set ip fleetslice aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice hairpin-endpoints { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pod-cidrs { type ipv4_addr ; flags interval ; }
-add map ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { typeof numgen random mod 1 : ip daddr . tcp dport ; }
-add map ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { typeof numgen random mod 1 : ip daddr . tcp dport ; }
+add map ip fleetslice cluster-endpoints-sctp { typeof ip daddr . sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
+add map ip fleetslice cluster-endpoints-tcp { typeof ip daddr . tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
+add map ip fleetslice cluster-endpoints-udp { typeof ip daddr . udp dport . numgen random mod 1 : ip daddr . udp dport ; }
 add map ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { typeof numgen random mod 1 : verdict ; }
 add map ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }
 add map ip fleetslice no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; }
+add map ip fleetslice nodeport-endpoints-sctp { typeof sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
+add map ip fleetslice nodeport-endpoints-tcp { typeof tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
+add map ip fleetslice nodeport-endpoints-udp { typeof udp dport . numgen random mod 1 : ip daddr . udp dport ; }
 add map ip fleetslice service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice service-nodeports { type inet_proto . inet_service : verdict ; }
 add rule ip fleetslice cluster-masquerade ip saddr != @pod-cidrs jump mark-for-masquerade
@@ -88,9 +90,6 @@ add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 update
 add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 meta l4proto tcp dnat ip to 10.244.1.8:8443
 add rule ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 update @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { ip saddr }
 add rule ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 meta l4proto tcp dnat ip to 10.244.2.8:8443
-add rule ip fleetslice ext-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip to 10.244.1.9:80
-add rule ip fleetslice ext-BFQQQBTSSYPH-shop/web/tcp/http jump mark-for-masquerade
-add rule ip fleetslice ext-BFQQQBTSSYPH-shop/web/tcp/http goto svc-BFQQQBTSSYPH-shop/web/tcp/http
 add rule ip fleetslice filter-forward ct state new jump endpoint-checks
 add rule ip fleetslice filter-input ct state new jump endpoint-checks
 add rule ip fleetslice filter-input ct state new jump nodeport-checks
@@ -102,45 +101,53 @@ add rule ip fleetslice nat-output jump services
 add rule ip fleetslice nat-postrouting jump masquerading
 add rule ip fleetslice nat-prerouting jump services
 add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
+add rule ip fleetslice pick-cluster-tcp-1 jump cluster-masquerade
+add rule ip fleetslice pick-cluster-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 1 map @cluster-endpoints-tcp
+add rule ip fleetslice pick-cluster-tcp-2 jump cluster-masquerade
+add rule ip fleetslice pick-cluster-tcp-2 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 2 map @cluster-endpoints-tcp
+add rule ip fleetslice pick-cluster-udp-1 jump cluster-masquerade
+add rule ip fleetslice pick-cluster-udp-1 meta l4proto udp dnat ip addr . port to ip daddr . udp dport . numgen random mod 1 map @cluster-endpoints-udp
+add rule ip fleetslice pick-local-tcp-1 meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 1 map @nodeport-endpoints-tcp
+add rule ip fleetslice pick-nodeport-tcp-2 jump mark-for-masquerade
+add rule ip fleetslice pick-nodeport-tcp-2 meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 2 map @nodeport-endpoints-tcp
 add rule ip fleetslice reject-service meta l4proto tcp reject with tcp reset
 add rule ip fleetslice reject-service reject
 add rule ip fleetslice services ip daddr . meta l4proto . th dport vmap @service-ips
 add rule ip fleetslice services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
-add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-64A22HNYQRT7-shop/edge/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map @eps-64A22HNYQRT7-shop/edge/tcp/http
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ jump cluster-masquerade
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap @epsv-BDBNSD6SSVGP-shop/session/tcp/_
-add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-BFQQQBTSSYPH-shop/web/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map @eps-BFQQQBTSSYPH-shop/web/tcp/http
-add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http jump cluster-masquerade
-add rule ip fleetslice svc-NFKXLE2MLKYW-shop/cart/tcp/http meta l4proto tcp dnat ip to 10.244.1.5:8080
-add rule ip fleetslice svc-NWEXEB3QREBK-shop/edge/tcp/alt jump cluster-masquerade
-add rule ip fleetslice svc-NWEXEB3QREBK-shop/edge/tcp/alt meta l4proto tcp dnat ip to 10.244.2.9:81
-add rule ip fleetslice svc-U4QYMYXDEGAW-shop/web/udp/dns jump cluster-masquerade
-add rule ip fleetslice svc-U4QYMYXDEGAW-shop/web/udp/dns meta l4proto udp dnat ip to 10.244.1.6:5353
 add element ip fleetslice hairpin-endpoints { 10.244.1.8 . 10.244.1.8 . tcp . 8443 }
 add element ip fleetslice pod-cidrs { 10.244.0.0/16 }
-add element ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { 0 : 10.244.1.9 . 80 }
-add element ip fleetslice eps-64A22HNYQRT7-shop/edge/tcp/http { 1 : 10.244.2.9 . 80 }
-add element ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { 0 : 10.244.1.6 . 8080 }
-add element ip fleetslice eps-BFQQQBTSSYPH-shop/web/tcp/http { 1 : 10.244.2.7 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.10 . 80 . 0 : 10.244.1.5 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 81 . 0 : 10.244.2.9 . 81 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 80 . 0 : 10.244.1.9 . 80 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 80 . 1 : 10.244.2.9 . 80 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.20 . 80 . 0 : 10.244.1.6 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.20 . 80 . 1 : 10.244.2.7 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 242.1.0.20 . 80 . 0 : 10.244.1.6 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 242.1.0.20 . 80 . 1 : 10.244.2.7 . 8080 }
+add element ip fleetslice cluster-endpoints-udp { 10.96.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
+add element ip fleetslice cluster-endpoints-udp { 242.1.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
 add element ip fleetslice no-endpoint-nodeports { tcp . 30051 : drop }
 add element ip fleetslice no-endpoint-nodeports { tcp . 30040 : goto reject-service }
 add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 : goto reject-service }
-add element ip fleetslice service-ips { 10.96.0.10 . tcp . 80 : goto svc-NFKXLE2MLKYW-shop/cart/tcp/http }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 81 : goto svc-NWEXEB3QREBK-shop/edge/tcp/alt }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 80 : goto svc-64A22HNYQRT7-shop/edge/tcp/http }
+add element ip fleetslice nodeport-endpoints-tcp { 30050 . 0 : 10.244.1.9 . 80 }
+add element ip fleetslice nodeport-endpoints-tcp { 30080 . 0 : 10.244.1.6 . 8080 }
+add element ip fleetslice nodeport-endpoints-tcp { 30080 . 1 : 10.244.2.7 . 8080 }
+add element ip fleetslice service-ips { 10.96.0.10 . tcp . 80 : goto pick-cluster-tcp-1 }
+add element ip fleetslice service-ips { 10.96.0.50 . tcp . 81 : goto pick-cluster-tcp-1 }
+add element ip fleetslice service-ips { 10.96.0.50 . tcp . 80 : goto pick-cluster-tcp-2 }
 add element ip fleetslice service-ips { 10.96.0.30 . tcp . 443 : goto svc-BDBNSD6SSVGP-shop/session/tcp/_ }
-add element ip fleetslice service-ips { 10.96.0.20 . udp . 53 : goto svc-U4QYMYXDEGAW-shop/web/udp/dns }
-add element ip fleetslice service-ips { 242.1.0.20 . udp . 53 : goto svc-U4QYMYXDEGAW-shop/web/udp/dns }
-add element ip fleetslice service-ips { 10.96.0.20 . tcp . 80 : goto svc-BFQQQBTSSYPH-shop/web/tcp/http }
-add element ip fleetslice service-ips { 242.1.0.20 . tcp . 80 : goto svc-BFQQQBTSSYPH-shop/web/tcp/http }
-add element ip fleetslice service-nodeports { tcp . 30050 : goto ext-64A22HNYQRT7-shop/edge/tcp/http }
-add element ip fleetslice service-nodeports { tcp . 30080 : goto ext-BFQQQBTSSYPH-shop/web/tcp/http }
+add element ip fleetslice service-ips { 10.96.0.20 . udp . 53 : goto pick-cluster-udp-1 }
+add element ip fleetslice service-ips { 242.1.0.20 . udp . 53 : goto pick-cluster-udp-1 }
+add element ip fleetslice service-ips { 10.96.0.20 . tcp . 80 : goto pick-cluster-tcp-2 }
+add element ip fleetslice service-ips { 242.1.0.20 . tcp . 80 : goto pick-cluster-tcp-2 }
+add element ip fleetslice service-nodeports { tcp . 30050 : goto pick-local-tcp-1 }
+add element ip fleetslice service-nodeports { tcp . 30080 : goto pick-nodeport-tcp-2 }
 `
 
 func TestFullSyncWritesExactRules(t *testing.T) {
@@ -213,19 +220,19 @@ func TestIPv6TableUsesOnlyIPv6(t *testing.T) {
 		t.Errorf("services = %d, want only the dual-stack one", st.Services)
 	}
 	dump := fake.Dump()
-	svcChain := serviceChainName(&Service{Namespace: "a", Name: "dual"}, Port{Name: "http", Protocol: TCP})
-	epsMap := endpointMapName(&Service{Namespace: "a", Name: "dual"}, Port{Name: "http", Protocol: TCP}, false)
 	for _, want := range []string{
 		"add table ip6 fleetslice",
 		"add map ip6 fleetslice service-ips { type ipv6_addr . inet_proto . inet_service : verdict ; }",
 		"add rule ip6 fleetslice cluster-masquerade ip6 saddr != @pod-cidrs jump mark-for-masquerade",
 		"add element ip6 fleetslice pod-cidrs { fd00:244::/56 }",
 		"add rule ip6 fleetslice services fib daddr type local ip6 daddr != ::1 meta l4proto . th dport vmap @service-nodeports",
-		"add rule ip6 fleetslice " + svcChain + " meta l4proto tcp dnat ip6 addr . port to numgen random mod 2 map @" + epsMap,
-		"add map ip6 fleetslice " + epsMap + " { typeof numgen random mod 1 : ip6 daddr . tcp dport ; }",
-		"add element ip6 fleetslice " + epsMap + " { 0 : fd00:244::5 . 80 }",
-		"add element ip6 fleetslice " + epsMap + " { 1 : fd00:244::6 . 80 }",
-		"add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 : goto " + svcChain + " }",
+		"add rule ip6 fleetslice pick-cluster-tcp-2 meta l4proto tcp dnat ip6 addr . port to ip6 daddr . tcp dport . numgen random mod 2 map @cluster-endpoints-tcp",
+		"add map ip6 fleetslice cluster-endpoints-tcp { typeof ip6 daddr . tcp dport . numgen random mod 1 : ip6 daddr . tcp dport ; }",
+		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 0 : fd00:244::5 . 80 }",
+		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 1 : fd00:244::6 . 80 }",
+		"add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 : goto pick-cluster-tcp-2 }",
+		"add element ip6 fleetslice service-nodeports { tcp . 30001 : goto pick-nodeport-tcp-2 }",
+		"add element ip6 fleetslice nodeport-endpoints-tcp { 30001 . 1 : fd00:244::6 . 80 }",
 	} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("missing %q", want)

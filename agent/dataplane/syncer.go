@@ -79,6 +79,8 @@ type Syncer struct {
 	// What the last successful transaction left in the kernel.
 	written     map[string]*serviceRecord
 	hairpinRefs map[string]int
+	// pickRefs counts the Services using each shared pick chain (see pick.go).
+	pickRefs    map[string]int
 	staleChains map[string]time.Time
 	// needFull forces the next sync to rebuild: nothing is known before the
 	// first sync, and after a failure the table may have drifted.
@@ -103,6 +105,7 @@ type serviceRecord struct {
 	chainSums   []uint64 // of each chain's rules, see chainContent.sum
 	sets        []string
 	maps        []string
+	picks       []string // shared pick chains its entries lead to
 	entries     []mapEntry
 	hairpin     [][]string
 }
@@ -151,6 +154,7 @@ func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
 		back: back, fam: fam, opts: opts,
 		written:     map[string]*serviceRecord{},
 		hairpinRefs: map[string]int{},
+		pickRefs:    map[string]int{},
 		staleChains: map[string]time.Time{},
 		claimOwners: map[claim]string{},
 		needFull:    true,
@@ -368,10 +372,23 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 	refs := map[string]int{}
 	hairpinKeys := map[string][]string{}
 	never := func(string) bool { return false }
+	rendered := make([]serviceObjects, len(desired))
+	pickRefs := map[string]int{}
 	for i := range desired {
-		d := &desired[i]
-		objs := renderService(&d.svc, s.fam)
-		writeServiceObjects(tx, &objs, s.fam, never)
+		rendered[i] = renderService(&desired[i].svc, s.fam)
+		// Pick chains before any element: a chain that starts using a map makes the kernel
+		// walk the map's elements (see pick.go).
+		for _, c := range rendered[i].picks {
+			if pickRefs[c.name]++; pickRefs[c.name] == 1 {
+				writeChain(tx, c)
+			}
+		}
+	}
+	for i := range desired {
+		writeServiceObjects(tx, &rendered[i], s.fam, never)
+	}
+	for i := range desired {
+		d, objs := &desired[i], &rendered[i]
 		for _, e := range objs.entries {
 			tx.Add(e.element())
 		}
@@ -380,7 +397,7 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 			refs[id]++
 			hairpinKeys[id] = k
 		}
-		written[d.key] = newRecord(d, &objs)
+		written[d.key] = newRecord(d, objs)
 	}
 	for _, id := range sortedKeys(hairpinKeys) {
 		tx.Add(&knftables.Element{Set: setHairpin, Key: hairpinKeys[id]})
@@ -390,6 +407,7 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 	return func() {
 		s.written = written
 		s.hairpinRefs = refs
+		s.pickRefs = pickRefs
 		s.staleChains = map[string]time.Time{}
 		s.claimOwners = make(map[claim]string, len(written))
 		for key, rec := range written {
@@ -413,8 +431,9 @@ func countRemoved(written map[string]*serviceRecord, desired []desiredService) i
 func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
 	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
 		sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
-	for _, m := range objs.maps {
-		rec.maps = append(rec.maps, m.name)
+	rec.maps = objs.maps
+	for _, c := range objs.picks {
+		rec.picks = append(rec.picks, c.name)
 	}
 	rec.chains = make([]string, len(objs.chains))
 	rec.chainSums = make([]uint64, len(objs.chains))

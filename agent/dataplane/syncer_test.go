@@ -36,16 +36,17 @@ func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
 	if st.Full || st.Changed != 1 || st.Removed != 0 || st.Services != 30 {
 		t.Fatalf("stats = %+v", st)
 	}
-	chain := serviceChainName(&services[7], services[7].Ports[0])
-	m := endpointMapName(&services[7], services[7].Ports[0], false)
+	// Three endpoints instead of two: the port's verdict moves to the shared pick chain for
+	// three, which this sync creates, and two of its map elements change.
 	want := []string{
-		"delete element ip fleetslice " + m + " { 1 }",
-		"add chain ip fleetslice " + chain,
-		"flush chain ip fleetslice " + chain,
-		"add rule ip fleetslice " + chain + " jump cluster-masquerade",
-		"add rule ip fleetslice " + chain + " meta l4proto tcp dnat ip addr . port to numgen random mod 3 map @" + m,
-		"add element ip fleetslice " + m + " { 1 : 10.244.3.8 . 8080 }",
-		"add element ip fleetslice " + m + " { 2 : 10.244.4.8 . 8080 }",
+		"delete element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 }",
+		"delete element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 1 }",
+		"add chain ip fleetslice pick-cluster-tcp-3",
+		"add rule ip fleetslice pick-cluster-tcp-3 jump cluster-masquerade",
+		"add rule ip fleetslice pick-cluster-tcp-3 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @cluster-endpoints-tcp",
+		"add element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 : goto pick-cluster-tcp-3 }",
+		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 1 : 10.244.3.8 . 8080 }",
+		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 2 : 10.244.4.8 . 8080 }",
 	}
 	if got := txLines(fake); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("transaction:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -209,7 +210,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 	services := manyServices(3)
 	mustSync(t, s, services, true)
 	tx := fake.NewTransaction()
-	tx.Delete(&knftables.Chain{Name: serviceChainName(&services[0], services[0].Ports[0])})
+	tx.Delete(&knftables.Element{Map: mapServiceIPs, Key: []string{"10.96.1.1", "tcp", "80"}})
 	tx.Add(&knftables.Chain{Name: "intruder"})
 	tx.Add(&knftables.Rule{Chain: "intruder", Rule: "drop"})
 	if err := fake.Run(context.Background(), tx); err != nil {
@@ -356,7 +357,7 @@ func TestDryRunShowsRulesetAndLastTransaction(t *testing.T) {
 	if _, err := d.Sync(ctx, services, false); err != nil {
 		t.Fatal(err)
 	}
-	if tx := d.LastTransaction(); !strings.Contains(tx, "dnat ip to 10.244.7.7:80") || strings.Contains(tx, "10.96.1.2") {
+	if tx := d.LastTransaction(); !strings.Contains(tx, "10.96.1.1 . 80 . 0 : 10.244.7.7 . 80") || strings.Contains(tx, "10.96.1.2") {
 		t.Errorf("last transaction:\n%s", tx)
 	}
 }

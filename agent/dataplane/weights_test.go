@@ -27,8 +27,12 @@ func TestWeightsRepeatMapElements(t *testing.T) {
 			t.Errorf("affinity %v: want mod 4 in\n%s", affinity, out)
 		}
 		first, second := 0, 0
+		mapName := sharedMapName(pickCluster, TCP)
+		if affinity > 0 {
+			mapName = endpointMapName(&svc, svc.Ports[0], false)
+		}
 		for _, line := range strings.Split(out, "\n") {
-			if !strings.HasPrefix(line, "add element ip fleetslice "+endpointMapName(&svc, svc.Ports[0], false)) {
+			if !strings.HasPrefix(line, "add element ip fleetslice "+mapName+" ") {
 				continue
 			}
 			switch {

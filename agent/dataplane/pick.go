@@ -1,0 +1,170 @@
+package dataplane
+
+import (
+	"strconv"
+
+	"sigs.k8s.io/knftables"
+)
+
+// Ports without ClientIP affinity pick their endpoint through chains and maps shared by every
+// Service, so a Service costs the table map elements only, no chain, rule or set of its own
+// (shown for TCP; UDP and SCTP have their own maps and chains):
+//
+//	service-ips:            clusterIP . tcp . port        -> goto pick-cluster-tcp-N
+//	service-nodeports:      tcp . nodePort                -> goto pick-nodeport-tcp-N (or pick-local-tcp-N)
+//	pick-cluster-tcp-N:     masquerade per policy, then
+//	                        dnat to (daddr . dport . numgen random mod N) map @cluster-endpoints-tcp
+//	pick-nodeport-tcp-N:    masquerade, then dnat to (dport . numgen random mod N) map @nodeport-endpoints-tcp
+//	pick-local-tcp-N:       the same without masquerade (externalTrafficPolicy: Local)
+//	cluster-endpoints-tcp:  clusterIP . port . i           -> endpoint address . port, i < N
+//	nodeport-endpoints-tcp: nodePort . i                   -> endpoint address . port, i < N
+//
+// N is the number of elements the port's endpoints fill (their weights), so there is one pick
+// chain per protocol and N in use, not per Service; a new connection still takes one lookup
+// whatever the number of endpoints.
+//
+// Why shared: the kernel finds a set by name with a walk of the table's set list, and every
+// element added and every rule naming a set pays that walk, so a map per Service made each
+// change cost more the more Services there were (10,000 maps: 41 ms to add one Service, mostly
+// that walk). And the kernel walks all of a map's elements each time a rule in another chain
+// starts using it, which is why the maps are used from the few pick chains only, and why a full
+// sync writes those chains before any element.
+//
+// Why per protocol: the value's port must be spelled with a protocol for nft to accept the
+// map back from the kernel in a later transaction ("th dport" there is refused as conflicting
+// with the address), and nft then makes the rule match that protocol only.
+//
+// The Syncer counts the Services using each pick chain: it writes a chain when its first user
+// comes and retires it, as it retires a Service's own chains, when its last one goes.
+
+// pickKind is which traffic a pick chain serves.
+type pickKind string
+
+const (
+	pickCluster  pickKind = "cluster"  // to a cluster IP; masquerade per the pod CIDRs
+	pickNodePort pickKind = "nodeport" // to a NodePort; always masquerade
+	pickLocal    pickKind = "local"    // to a NodePort with externalTrafficPolicy: Local; keep the source
+)
+
+var protocols = []Protocol{TCP, UDP, SCTP}
+
+// sharedMapName is the shared map pick chains of kind and proto look endpoints up in.
+func sharedMapName(kind pickKind, proto Protocol) string {
+	if kind == pickCluster {
+		return "cluster-endpoints-" + string(proto)
+	}
+	return "nodeport-endpoints-" + string(proto)
+}
+
+func pickChainName(kind pickKind, proto Protocol, n int) string {
+	return "pick-" + string(kind) + "-" + string(proto) + "-" + strconv.Itoa(n)
+}
+
+// pickChain is the shared chain that sends kind's proto traffic to one of n map elements.
+func pickChain(kind pickKind, proto Protocol, n int, fam family) chainContent {
+	p := string(proto)
+	key := p + " dport"
+	if kind == pickCluster {
+		key = fam.selector + " daddr . " + key
+	}
+	dnat := "meta l4proto " + p + " dnat " + fam.selector + " addr . port to " + key +
+		" . numgen random mod " + strconv.Itoa(n) + " map @" + sharedMapName(kind, proto)
+	c := chainContent{name: pickChainName(kind, proto, n)}
+	switch kind {
+	case pickCluster:
+		c.rules = []string{"jump " + chainClusterMasq, dnat}
+	case pickNodePort:
+		c.rules = []string{"jump " + chainMarkMasquerade, dnat}
+	case pickLocal:
+		c.rules = []string{dnat}
+	}
+	return c
+}
+
+// sharedMapType is the typeof declaration of a shared endpoint map.
+func sharedMapType(kind pickKind, proto Protocol, fam family) string {
+	port := string(proto) + " dport"
+	key := port
+	if kind == pickCluster {
+		key = fam.selector + " daddr . " + port
+	}
+	return key + " . numgen random mod 1 : " + fam.selector + " daddr . " + port
+}
+
+// writeSharedMaps declares the shared endpoint maps of every protocol.
+func writeSharedMaps(tx *txn, fam family) {
+	for _, proto := range protocols {
+		for _, kind := range []pickKind{pickCluster, pickNodePort} {
+			tx.Add(&knftables.Map{Name: sharedMapName(kind, proto), TypeOf: sharedMapType(kind, proto, fam)})
+		}
+	}
+}
+
+// renderSharedPort adds what one port without affinity puts in the shared maps: the verdicts that
+// lead its cluster IPs and NodePort to pick chains, and the elements those chains pick from.
+func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
+	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
+	for _, ip := range svc.ClusterIPs {
+		key := []string{ip.String(), proto, port}
+		if len(p.Endpoints) == 0 {
+			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject})
+			continue
+		}
+		out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + out.pick(pickCluster, p, p.Endpoints, fam)})
+		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
+	}
+	if p.NodePort == 0 {
+		return
+	}
+	key := []string{proto, strconv.Itoa(int(p.NodePort))}
+	kind, external := pickNodePort, p.Endpoints
+	if p.ExternalLocal {
+		kind, external = pickLocal, p.ExternalEndpoints
+	}
+	switch {
+	case len(external) > 0:
+		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + out.pick(kind, p, external, fam)})
+		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
+	case p.ExternalLocal && len(p.Endpoints) > 0:
+		// Endpoints exist elsewhere: dropping lets the client's load balancer health check move
+		// it to another node, as kube-proxy does.
+		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop})
+	default:
+		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject})
+	}
+}
+
+// pick returns the name of the pick chain for eps, noting it among the chains the Service needs.
+func (o *serviceObjects) pick(kind pickKind, p Port, eps []Endpoint, fam family) string {
+	c := pickChain(kind, p.Protocol, totalWeight(eps), fam)
+	for _, have := range o.picks {
+		if have.name == c.name {
+			return c.name
+		}
+	}
+	o.picks = append(o.picks, c)
+	return c.name
+}
+
+// appendPicks adds the elements key . i -> endpoint: an endpoint of weight w fills w consecutive
+// indexes, so numgen, picking one index uniformly, sends it w of every N new connections.
+func appendPicks(entries []mapEntry, mapName string, key []string, eps []Endpoint) []mapEntry {
+	i := 0
+	for _, ep := range eps {
+		value := ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
+		for range max(ep.Weight, 1) {
+			k := append(append(make([]string, 0, len(key)+1), key...), strconv.Itoa(i))
+			entries = append(entries, mapEntry{mapName, k, value})
+			i++
+		}
+	}
+	return entries
+}
+
+// writeChain adds a chain and its rules.
+func writeChain(tx *txn, c chainContent) {
+	tx.Add(&knftables.Chain{Name: c.name})
+	for _, r := range c.rules {
+		tx.Add(&knftables.Rule{Chain: c.name, Rule: r})
+	}
+}
