@@ -33,6 +33,15 @@ type Dataplane interface {
 	Sync(ctx context.Context, services []dataplane.Service, full bool) (dataplane.Stats, error)
 }
 
+// ChangesDataplane is a Dataplane that can also be told only what changed since its last sync,
+// so that an incremental sync costs what the change costs, not what the table holds. It returns
+// dataplane.ErrNeedsEverything when it cannot, and the agent then calls Sync with every Service.
+// *dataplane.Syncer and *dataplane.DryRun implement it.
+type ChangesDataplane interface {
+	Dataplane
+	SyncChanges(ctx context.Context, updated []dataplane.Service, removed []string) (dataplane.Stats, error)
+}
+
 // Options configure an Agent.
 type Options struct {
 	// NodeName is the Node the agent programs; required.
@@ -319,7 +328,7 @@ func (a *Agent) sync(ctx context.Context, full bool) Report {
 	didFull := full
 	var errs []error
 	for i, dp := range a.opts.Dataplanes {
-		stats, err := dp.Sync(ctx, p.services, full)
+		stats, err := syncDataplane(ctx, dp, &p, full)
 		report.Stats[i] = stats
 		didFull = didFull || stats.Full
 		if err != nil {
@@ -363,6 +372,17 @@ func (a *Agent) sync(ctx context.Context, full bool) Report {
 		a.opts.OnSync(report)
 	}
 	return report
+}
+
+// syncDataplane gives dp only the changes when it takes them, and every Service otherwise.
+func syncDataplane(ctx context.Context, dp Dataplane, p *pending, full bool) (dataplane.Stats, error) {
+	if cd, ok := dp.(ChangesDataplane); ok && !full {
+		stats, err := cd.SyncChanges(ctx, p.updated, p.removed)
+		if !errors.Is(err, dataplane.ErrNeedsEverything) {
+			return stats, err
+		}
+	}
+	return dp.Sync(ctx, p.services, full)
 }
 
 func (a *Agent) setReadiness(err error) {

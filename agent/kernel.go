@@ -76,6 +76,18 @@ func (k *kernelDataplane) Sync(ctx context.Context, services []dataplane.Service
 	return s.Sync(ctx, services, full)
 }
 
+// SyncChanges passes the changes on once nftables has been opened; before, the first sync needs
+// every Service.
+func (k *kernelDataplane) SyncChanges(ctx context.Context, updated []dataplane.Service, removed []string) (dataplane.Stats, error) {
+	k.mu.Lock()
+	s := k.syncer
+	k.mu.Unlock()
+	if s == nil {
+		return dataplane.Stats{}, dataplane.ErrNeedsEverything
+	}
+	return s.SyncChanges(ctx, updated, removed)
+}
+
 // DeleteTables removes the fleetslice table of each family from the kernel,
 // and with it every rule the agent wrote; a missing table is no error. The
 // agent never does this on its own: on restart the old rules keep traffic
@@ -99,3 +111,9 @@ func DeleteTables(ctx context.Context, open OpenFunc, families ...knftables.Fami
 	}
 	return nil
 }
+
+var (
+	_ ChangesDataplane = (*dataplane.Syncer)(nil)
+	_ ChangesDataplane = (*dataplane.DryRun)(nil)
+	_ ChangesDataplane = (*kernelDataplane)(nil)
+)

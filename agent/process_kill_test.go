@@ -287,10 +287,10 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 			proc = host.start(node, "--drift-check-period=200ms", "--nftables-backend="+backend)
 			want, _, _ := converge(proc.started)
 			table := host.table()
-			svcChain := strings.Fields(table[strings.Index(table, "chain svc-"):])[1]
+			pickChain := strings.Fields(table[strings.Index(table, "chain pick-"):])[1]
 			edits := []struct{ what, kind, cmd string }{
 				{"table deleted", "table-missing", "delete table ip fleetslice"},
-				{"Service chain flushed", "content-changed", "flush chain ip fleetslice " + svcChain},
+				{"pick chain flushed", "content-changed", "flush chain ip fleetslice " + pickChain},
 				{"chain added", "content-changed", "add chain ip fleetslice intruder"},
 				{"map element added", "content-changed", "add element ip fleetslice service-ips { 192.0.2.1 . tcp . 80 : goto reject-service }"},
 			}

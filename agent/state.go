@@ -209,6 +209,10 @@ func (s *store) importFor(svc *corev1.Service) *mcsv1beta1.ServiceImport {
 // and what to observe once it has been programmed.
 type pending struct {
 	services []dataplane.Service
+	// updated and removed are what changed since the last refresh: the Services converted
+	// again that are programmed, and the keys of those gone or no longer programmed.
+	updated []dataplane.Service
+	removed []string
 	// triggers are the trigger times of the Services converted again.
 	triggers map[types.NamespacedName][]time.Time
 	// changed counts the Services converted again.
@@ -238,6 +242,7 @@ func (s *store) refresh(all bool) pending {
 		}
 		if svc == nil {
 			delete(s.converted, key)
+			out.removed = append(out.removed, key.String())
 			return
 		}
 		in := ServiceInputs{Service: svc, Import: s.importFor(svc)}
@@ -249,6 +254,11 @@ func (s *store) refresh(all bool) pending {
 		slices.SortFunc(in.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 		c := Convert(in, s.node)
 		s.converted[key] = c
+		if c.Skip != "" {
+			out.removed = append(out.removed, key.String())
+		} else {
+			out.updated = append(out.updated, c.Service)
+		}
 		if len(c.Problems) > 0 {
 			out.problems[key] = c.Problems
 		}

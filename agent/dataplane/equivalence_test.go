@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -143,7 +144,10 @@ func snapshot(world []Service, present []bool) []Service {
 // checkSequence replays ops (pairs of bytes) as incremental syncs and
 // checks after each that the table equals a fresh full render, that the
 // kernel-like element rules hold, and that failures are recovered from.
-func checkSequence(t *testing.T, ops []byte) {
+// With changesOnly, each sync is told only the Service that changed
+// (SyncChanges), and falls back to every Service when the Syncer asks.
+// It returns how many syncs SyncChanges did on its own.
+func checkSequence(t *testing.T, ops []byte, changesOnly bool) (fromChanges int) {
 	fake := knftables.NewFake(knftables.IPv4Family, TableName)
 	nft := &strictNFT{Fake: fake}
 	clock := &fakeClock{now: time.Unix(0, 0)}
@@ -157,9 +161,22 @@ func checkSequence(t *testing.T, ops []byte) {
 	for step := 0; step+1 < len(ops); step += 2 {
 		mutate(world, present, ops[step], ops[step+1])
 		services := snapshot(world, present)
+		i := int(ops[step]) % len(world)
+		sync := func() (Stats, error) {
+			if !changesOnly {
+				return s.Sync(ctx, services, false)
+			}
+			changed, removed := snapshot(world[i:i+1], present[i:i+1]), []string{world[i].Key()}
+			st, err := s.SyncChanges(ctx, changed, removed)
+			if errors.Is(err, ErrNeedsEverything) {
+				return s.Sync(ctx, services, false)
+			}
+			fromChanges++
+			return st, err
+		}
 		if ops[step+1]%11 == 0 {
 			nft.failNext = true
-			_, err := s.Sync(ctx, services, false)
+			_, err := sync()
 			switch {
 			case nft.failNext: // nothing to do, so nothing ran
 				nft.failNext = false
@@ -167,7 +184,7 @@ func checkSequence(t *testing.T, ops []byte) {
 				t.Fatalf("step %d: injected failure not reported", step)
 			}
 		}
-		if _, err := s.Sync(ctx, services, false); err != nil {
+		if _, err := sync(); err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
 		if got, want := canonicalDump(fake), freshRender(t, services, opts); got != want {
@@ -175,6 +192,7 @@ func checkSequence(t *testing.T, ops []byte) {
 		}
 		clock.Advance(time.Duration(ops[step]%3) * time.Second)
 	}
+	return fromChanges
 }
 
 func TestRandomChangeSequencesMatchFullRender(t *testing.T) {
@@ -184,7 +202,13 @@ func TestRandomChangeSequencesMatchFullRender(t *testing.T) {
 		x = x*1664525 + 1013904223
 		seq[i] = byte(x >> 24)
 	}
-	checkSequence(t, seq)
+	checkSequence(t, seq, false)
+	// The world's small address ranges make Services contend often, when SyncChanges declines.
+	if n := checkSequence(t, seq, true); n < len(seq)/2/4 {
+		t.Errorf("SyncChanges synced on its own %d times in %d steps", n, len(seq)/2)
+	} else {
+		t.Logf("SyncChanges synced on its own %d times in %d steps", n, len(seq)/2)
+	}
 }
 
 func FuzzIncrementalMatchesFull(f *testing.F) {
@@ -195,6 +219,7 @@ func FuzzIncrementalMatchesFull(f *testing.F) {
 		if len(ops) > 200 {
 			ops = ops[:200]
 		}
-		checkSequence(t, ops)
+		checkSequence(t, ops, false)
+		checkSequence(t, ops, true)
 	})
 }

@@ -18,7 +18,8 @@ type change struct {
 	rec  *serviceRecord // nil for a removed Service
 }
 
-// planIncremental writes only what differs from memory. The transaction is
+// planIncremental writes only what differs from memory: desired are the Services to (re)write,
+// removed the keys of written ones to delete. The transaction is
 // ordered so that it is valid whatever mix of changes it carries:
 //
 //  1. delete map elements that go away or change value (before any add of
@@ -30,7 +31,7 @@ type change struct {
 //  5. flush chains the changed Services no longer use (deleted later, see
 //     Options.StaleChainDelay) and delete their unused affinity sets and
 //     endpoint maps, after the rules that referenced them are gone.
-func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Time, stats *Stats) func() {
+func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []string, now time.Time, stats *Stats) func() {
 	var changes []change
 	var sameButReordered []*desiredService
 	for i := range desired {
@@ -51,11 +52,9 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 	}
 	stats.Changed = len(changes)
-	for key, old := range s.written {
-		if old.seen != s.gen {
-			changes = append(changes, change{key: key, old: old})
-			stats.Removed++
-		}
+	for _, key := range removed {
+		changes = append(changes, change{key: key, old: s.written[key]})
+		stats.Removed++
 	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
 	if len(changes) == 0 && !s.staleDue(now) {
@@ -88,7 +87,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 		keep := entryValues(c.rec)
 		for _, e := range c.old.entries {
-			if v, ok := keep[e.id()]; !ok || v != e.value {
+			if v, ok := keep[e.id()]; !ok || v != e.value+"\x00"+e.comment {
 				tx.Delete(e.element())
 			}
 		}
@@ -192,7 +191,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, now time.Tim
 		}
 		had := entryValues(c.old)
 		for _, e := range c.rec.entries {
-			if v, ok := had[e.id()]; !ok || v != e.value {
+			if v, ok := had[e.id()]; !ok || v != e.value+"\x00"+e.comment {
 				tx.Add(e.element())
 			}
 		}
@@ -287,7 +286,7 @@ func entryValues(rec *serviceRecord) map[string]string {
 	}
 	out := make(map[string]string, len(rec.entries))
 	for _, e := range rec.entries {
-		out[e.id()] = e.value
+		out[e.id()] = e.value + "\x00" + e.comment // a changed comment rewrites the element too
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -33,7 +34,8 @@ func scaleSizes(b *testing.B) []int {
 // BenchmarkKernelScale programs n Services into a scratch namespace through each backend
 // (FLEETSLICE_BENCH_BACKEND=nft or netlink for one; the cold sync is logged), then measures
 // incremental syncs of one change:
-// "endpoint" replaces one endpoint of one Service, "service" adds one new Service. The change
+// "endpoint" replaces one endpoint of one Service, "service" adds one new Service, each told
+// only the change or given every Service. The change
 // is the same at every size; what the sync costs should not depend on n.
 func BenchmarkKernelScale(b *testing.B) {
 	backends := kernelBackends
@@ -51,33 +53,55 @@ func BenchmarkKernelScale(b *testing.B) {
 				kernelSync(b, s, ns, services, true)
 				b.Logf("%s, %d Services: cold sync %v, %.0f ms CPU", backend, n, time.Since(start), float64(cpuTime()-cpu.start)/1e6)
 				generation := 0
-				for _, change := range []string{"endpoint", "service"} {
-					b.Run(change, func(b *testing.B) {
-						var st Stats
-						cpu := startCPU()
-						for b.Loop() {
-							generation++
-							if change == "endpoint" {
-								victim := generation * 7919 % n
-								eps := services[victim].Ports[0].Endpoints
-								eps[generation%len(eps)].Addr = netip.AddrPortFrom(
-									netip.AddrFrom4([4]byte{10, 127, byte(generation >> 8), byte(generation)}), 8080)
-							} else {
-								services = append(services, Service{
-									Namespace: "added", Name: fmt.Sprintf("svc-%d", generation),
-									ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 200, byte(generation >> 8), byte(generation)})},
-									Ports:      []Port{{Name: "http", Protocol: TCP, Port: 80, Endpoints: scaleEndpoints(n+generation, benchEndpoints, 0)}},
-								})
+				// "changes": told only the changed Service (SyncChanges, as the agent does);
+				// "all": given every Service (Sync), which digests each of them.
+				for _, input := range []string{"changes", "all"} {
+					for _, change := range []string{"endpoint", "service"} {
+						b.Run(change+"/"+input, func(b *testing.B) {
+							var st Stats
+							cpu := startCPU()
+							for b.Loop() {
+								generation++
+								var touched Service
+								if change == "endpoint" {
+									victim := generation * 7919 % n
+									eps := services[victim].Ports[0].Endpoints
+									eps[generation%len(eps)].Addr = netip.AddrPortFrom(
+										netip.AddrFrom4([4]byte{10, 127, byte(generation >> 8), byte(generation)}), 8080)
+									touched = services[victim]
+								} else {
+									services = append(services, Service{
+										Namespace: "added", Name: fmt.Sprintf("svc-%d", generation),
+										ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 200, byte(generation >> 8), byte(generation)})},
+										Ports:      []Port{{Name: "http", Protocol: TCP, Port: 80, Endpoints: scaleEndpoints(n+generation, benchEndpoints, 0)}},
+									})
+									touched = services[len(services)-1]
+								}
+								if input == "changes" {
+									st = kernelSyncChanges(b, s, ns, []Service{touched})
+								} else {
+									st = kernelSync(b, s, ns, services, false)
+								}
+								if st.Changed != 1 {
+									b.Fatalf("changed = %d", st.Changed)
+								}
 							}
-							if st = kernelSync(b, s, ns, services, false); st.Changed != 1 {
-								b.Fatalf("changed = %d", st.Changed)
-							}
-						}
-						cpu.report(b)
-						b.ReportMetric(float64(st.Operations), "ops/tx")
-					})
+							cpu.report(b)
+							b.ReportMetric(float64(st.Operations), "ops/tx")
+						})
+					}
 				}
 			})
 		}
 	}
+}
+
+func kernelSyncChanges(b *testing.B, s *Syncer, ns *nsThread, changed []Service) Stats {
+	var st Stats
+	var err error
+	ns.do(func() { st, err = s.SyncChanges(context.Background(), changed, nil) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
 }

@@ -309,6 +309,9 @@ func (t *batch) elements(verb opVerb, ops []op) error {
 		if err != nil {
 			return fmt.Errorf("netlink backend: element of %s: %w", name, err)
 		}
+		if el.Comment != nil && verb == opAdd {
+			encoded[0].Comment = *el.Comment
+		}
 		vals = append(vals, encoded...)
 		if len(vals) >= perMessage {
 			if err := flush(); err != nil {

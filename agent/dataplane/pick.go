@@ -104,13 +104,14 @@ func writeSharedMaps(tx *txn, fam family) {
 // lead its cluster IPs and NodePort to pick chains, and the elements those chains pick from.
 func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
+	label := portComment(svc, p)
 	for _, ip := range svc.ClusterIPs {
 		key := []string{ip.String(), proto, port}
 		if len(p.Endpoints) == 0 {
-			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject})
+			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject, label})
 			continue
 		}
-		out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + out.pick(pickCluster, p, p.Endpoints, fam)})
+		out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + out.pick(pickCluster, p, p.Endpoints, fam), label})
 		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
 	}
 	if p.NodePort == 0 {
@@ -123,14 +124,14 @@ func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	}
 	switch {
 	case len(external) > 0:
-		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + out.pick(kind, p, external, fam)})
+		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + out.pick(kind, p, external, fam), label})
 		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
 	case p.ExternalLocal && len(p.Endpoints) > 0:
 		// Endpoints exist elsewhere: dropping lets the client's load balancer health check move
 		// it to another node, as kube-proxy does.
-		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop})
+		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop, label})
 	default:
-		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject})
+		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject, label})
 	}
 }
 
@@ -154,7 +155,7 @@ func appendPicks(entries []mapEntry, mapName string, key []string, eps []Endpoin
 		value := ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
 		for range max(ep.Weight, 1) {
 			k := append(append(make([]string, 0, len(key)+1), key...), strconv.Itoa(i))
-			entries = append(entries, mapEntry{mapName, k, value})
+			entries = append(entries, mapEntry{mapName: mapName, key: k, value: value})
 			i++
 		}
 	}

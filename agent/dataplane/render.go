@@ -27,17 +27,34 @@ func (c chainContent) sum() uint64 {
 	return h.Sum64()
 }
 
-// mapEntry is one element of a verdict map.
+// mapEntry is one element of a map.
 type mapEntry struct {
 	mapName string
 	key     []string
 	value   string
+	// comment names the Service port of a service-ips or service-nodeports element, so that
+	// `nft list` says whose address it is (kernel memory is spent on these only, not on the
+	// endpoint elements).
+	comment string
 }
 
 func (e mapEntry) id() string { return e.mapName + " " + strings.Join(e.key, " . ") }
 
 func (e mapEntry) element() *knftables.Element {
-	return &knftables.Element{Map: e.mapName, Key: e.key, Value: []string{e.value}}
+	el := &knftables.Element{Map: e.mapName, Key: e.key, Value: []string{e.value}}
+	if e.comment != "" {
+		el.Comment = &e.comment
+	}
+	return el
+}
+
+// portComment is "namespace/name:port", cut to what nftables keeps of a comment.
+func portComment(svc *Service, p Port) string {
+	c := svc.Namespace + "/" + svc.Name + ":" + portLabel(p)
+	if len(c) > knftables.CommentLengthMax {
+		c = c[:knftables.CommentLengthMax]
+	}
+	return c
 }
 
 // serviceObjects is everything one Service contributes to the table.
@@ -102,12 +119,13 @@ func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
 		pick := affinityDispatch(out, svc, p, p.Endpoints, fam, endpointMapName(svc, p, false))
 		out.chains = append(out.chains, chainContent{svcChain, append([]string{"jump " + chainClusterMasq}, pick...)})
 	}
+	label := portComment(svc, p)
 	for _, ip := range svc.ClusterIPs {
 		key := []string{ip.String(), proto, port}
 		if hasCluster {
-			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain})
+			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain, label})
 		} else {
-			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject})
+			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject, label})
 		}
 	}
 
@@ -125,11 +143,11 @@ func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
 				rules = affinityDispatch(out, svc, p, external, fam, endpointMapName(svc, p, true))
 			}
 			out.chains = append(out.chains, chainContent{extChain, rules})
-			out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain})
+			out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain, label})
 		case p.ExternalLocal && hasCluster:
-			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop})
+			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop, label})
 		default:
-			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject})
+			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject, label})
 		}
 	}
 
@@ -163,7 +181,7 @@ func affinityDispatch(out *serviceObjects, svc *Service, p Port, eps []Endpoint,
 		chain := endpointChainName(svc, p, ep.Addr)
 		rules = append(rules, fam.selector+" saddr @"+affinitySetName(svc, p, ep.Addr)+" goto "+chain)
 		for range max(ep.Weight, 1) {
-			out.entries = append(out.entries, mapEntry{mapName, []string{strconv.Itoa(n)}, "goto " + chain})
+			out.entries = append(out.entries, mapEntry{mapName: mapName, key: []string{strconv.Itoa(n)}, value: "goto " + chain})
 			n++
 		}
 	}

@@ -132,22 +132,22 @@ add element ip fleetslice cluster-endpoints-udp { 10.96.0.20 . 53 . 0 : 10.244.1
 add element ip fleetslice cluster-endpoints-udp { 242.1.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
-add element ip fleetslice no-endpoint-nodeports { tcp . 30051 : drop }
-add element ip fleetslice no-endpoint-nodeports { tcp . 30040 : goto reject-service }
-add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 : goto reject-service }
+add element ip fleetslice no-endpoint-nodeports { tcp . 30051 comment "shop/edge:alt" : drop }
+add element ip fleetslice no-endpoint-nodeports { tcp . 30040 comment "shop/gone:http" : goto reject-service }
+add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 comment "shop/gone:http" : goto reject-service }
 add element ip fleetslice nodeport-endpoints-tcp { 30050 . 0 : 10.244.1.9 . 80 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 1 : 10.244.2.7 . 8080 }
-add element ip fleetslice service-ips { 10.96.0.10 . tcp . 80 : goto pick-cluster-tcp-1 }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 81 : goto pick-cluster-tcp-1 }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 80 : goto pick-cluster-tcp-2 }
-add element ip fleetslice service-ips { 10.96.0.30 . tcp . 443 : goto svc-BDBNSD6SSVGP-shop/session/tcp/_ }
-add element ip fleetslice service-ips { 10.96.0.20 . udp . 53 : goto pick-cluster-udp-1 }
-add element ip fleetslice service-ips { 242.1.0.20 . udp . 53 : goto pick-cluster-udp-1 }
-add element ip fleetslice service-ips { 10.96.0.20 . tcp . 80 : goto pick-cluster-tcp-2 }
-add element ip fleetslice service-ips { 242.1.0.20 . tcp . 80 : goto pick-cluster-tcp-2 }
-add element ip fleetslice service-nodeports { tcp . 30050 : goto pick-local-tcp-1 }
-add element ip fleetslice service-nodeports { tcp . 30080 : goto pick-nodeport-tcp-2 }
+add element ip fleetslice service-ips { 10.96.0.10 . tcp . 80 comment "shop/cart:http" : goto pick-cluster-tcp-1 }
+add element ip fleetslice service-ips { 10.96.0.50 . tcp . 81 comment "shop/edge:alt" : goto pick-cluster-tcp-1 }
+add element ip fleetslice service-ips { 10.96.0.50 . tcp . 80 comment "shop/edge:http" : goto pick-cluster-tcp-2 }
+add element ip fleetslice service-ips { 10.96.0.30 . tcp . 443 comment "shop/session:_" : goto svc-BDBNSD6SSVGP-shop/session/tcp/_ }
+add element ip fleetslice service-ips { 10.96.0.20 . udp . 53 comment "shop/web:dns" : goto pick-cluster-udp-1 }
+add element ip fleetslice service-ips { 242.1.0.20 . udp . 53 comment "shop/web:dns" : goto pick-cluster-udp-1 }
+add element ip fleetslice service-ips { 10.96.0.20 . tcp . 80 comment "shop/web:http" : goto pick-cluster-tcp-2 }
+add element ip fleetslice service-ips { 242.1.0.20 . tcp . 80 comment "shop/web:http" : goto pick-cluster-tcp-2 }
+add element ip fleetslice service-nodeports { tcp . 30050 comment "shop/edge:http" : goto pick-local-tcp-1 }
+add element ip fleetslice service-nodeports { tcp . 30080 comment "shop/web:http" : goto pick-nodeport-tcp-2 }
 `
 
 func TestFullSyncWritesExactRules(t *testing.T) {
@@ -230,8 +230,8 @@ func TestIPv6TableUsesOnlyIPv6(t *testing.T) {
 		"add map ip6 fleetslice cluster-endpoints-tcp { typeof ip6 daddr . tcp dport . numgen random mod 1 : ip6 daddr . tcp dport ; }",
 		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 0 : fd00:244::5 . 80 }",
 		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 1 : fd00:244::6 . 80 }",
-		"add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 : goto pick-cluster-tcp-2 }",
-		"add element ip6 fleetslice service-nodeports { tcp . 30001 : goto pick-nodeport-tcp-2 }",
+		`add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 comment "a/dual:http" : goto pick-cluster-tcp-2 }`,
+		`add element ip6 fleetslice service-nodeports { tcp . 30001 comment "a/dual:http" : goto pick-nodeport-tcp-2 }`,
 		"add element ip6 fleetslice nodeport-endpoints-tcp { 30001 . 1 : fd00:244::6 . 80 }",
 	} {
 		if !strings.Contains(dump, want) {

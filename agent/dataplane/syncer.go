@@ -85,7 +85,10 @@ type Syncer struct {
 	// needFull forces the next sync to rebuild: nothing is known before the
 	// first sync, and after a failure the table may have drifted.
 	needFull bool
-	hasher   rawHasher
+	// contended is set while the last Sync had Services contending for a claim: the loser
+	// may win once the winner goes, so SyncChanges, which sees only changes, declines.
+	contended bool
+	hasher    rawHasher
 	// claimOwners maps what the written Services claim to their keys.
 	claimOwners map[claim]string
 	// gen numbers syncs; a record stamped with the current one is in this
@@ -184,7 +187,7 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	defer s.mu.Unlock()
 	start := s.opts.Clock()
 	stats := Stats{Full: full || s.needFull}
-	desired, kept, rejected := s.prepare(services, stats.Full)
+	desired, kept, rejected, contended := s.prepare(services, stats.Full)
 	stats.Rejected = rejected
 	stats.Services = len(desired) + kept
 
@@ -193,7 +196,7 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	if stats.Full {
 		commit = s.planFull(tx, desired, &stats)
 	} else {
-		commit = s.planIncremental(tx, desired, start, &stats)
+		commit = s.planIncremental(tx, desired, s.unseen(), start, &stats)
 	}
 	stats.Operations = len(tx.ops)
 	if stats.Operations > 0 {
@@ -206,8 +209,20 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	}
 	commit()
 	s.needFull = false
+	s.contended = contended
 	stats.Duration = s.opts.Clock().Sub(start)
 	return stats, nil
+}
+
+// unseen lists the written Services that this sync's input no longer holds.
+func (s *Syncer) unseen() []string {
+	var out []string
+	for key, rec := range s.written {
+		if rec.seen != s.gen {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // claim identifies a packet match two Services must not share.
@@ -227,7 +242,7 @@ type claim struct {
 // each unchanged Service is one digest and one map lookup, without
 // allocation: at 50,000 Services that scan is what an incremental sync costs
 // besides the change itself.
-func (s *Syncer) prepare(services []Service, full bool) (desired []desiredService, kept int, rejected []Rejection) {
+func (s *Syncer) prepare(services []Service, full bool) (desired []desiredService, kept int, rejected []Rejection, contended bool) {
 	s.gen++
 	var byKey map[string]bool // keys of the Services returned, made on the first
 	for i := range services {
@@ -259,7 +274,7 @@ func (s *Syncer) prepare(services []Service, full bool) (desired []desiredServic
 		byKey[key] = true
 		desired = append(desired, desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm)})
 	}
-	if s.contested(desired) {
+	if contended = s.contested(desired); contended {
 		desired, kept, rejected = s.resolveContest(desired, rejected)
 	}
 	for i := range desired {
@@ -268,7 +283,7 @@ func (s *Syncer) prepare(services []Service, full bool) (desired []desiredServic
 			rec.seen = s.gen
 		}
 	}
-	return desired, kept, rejected
+	return desired, kept, rejected, contended
 }
 
 // contested reports whether a Service to be (re)written claims what another

@@ -44,7 +44,7 @@ func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
 		"add chain ip fleetslice pick-cluster-tcp-3",
 		"add rule ip fleetslice pick-cluster-tcp-3 jump cluster-masquerade",
 		"add rule ip fleetslice pick-cluster-tcp-3 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @cluster-endpoints-tcp",
-		"add element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 : goto pick-cluster-tcp-3 }",
+		`add element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 comment "ns/s07:http" : goto pick-cluster-tcp-3 }`,
 		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 1 : 10.244.3.8 . 8080 }",
 		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 2 : 10.244.4.8 . 8080 }",
 	}

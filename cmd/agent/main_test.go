@@ -138,12 +138,13 @@ func TestDryRunForANodeThatExistsOnlyInTheAPI(t *testing.T) {
 		}
 	}()
 
-	want := svc.Spec.ClusterIP + " . tcp . 80 : goto svc-"
+	want := svc.Spec.ClusterIP + " . tcp . 80 comment \"" + svc.Namespace + "/" + svc.Name + ":"
+	wantEndpoint := svc.Spec.ClusterIP + " . 80 . 0 : 10.244.0.7 . 8080"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		b, _ := os.ReadFile(out)
 		ready := get("http://" + probe + "/readyz")
-		if strings.Contains(string(b), want) && strings.Contains(string(b), "dnat ip to 10.244.0.7:8080") && ready == http.StatusOK {
+		if strings.Contains(string(b), want) && strings.Contains(string(b), wantEndpoint) && ready == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -20,8 +20,9 @@ type Agent struct {
 	Err error
 }
 
-// serviceRule matches the load-balancing rules of a Service port in the agent's IPv4 ruleset,
-// chain svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
+// serviceRule matches the load-balancing rules of a Service port with a chain of its own in the
+// agent's IPv4 ruleset (ports with session affinity, and every port of older agents), chain
+// svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
 // through a "numgen random mod N" map (named, as the agent writes it now, or inline), or a
 // cascade of DNAT rules whose first is guarded by "numgen random mod N", as older agents wrote
 // it (the largest modulus is the endpoint count each way). A weighted endpoint (a cluster
@@ -32,6 +33,72 @@ var (
 	spread      = regexp.MustCompile(`numgen random mod (\d+)`)
 	mapElement  = regexp.MustCompile(`^add element ip fleetslice epsv?-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) \{ \d+ : (.+) \}$`)
 )
+
+// A port without affinity is an element of service-ips, labelled "namespace/name:port", that
+// leads to a shared pick chain; its endpoints are the elements of the protocol's
+// cluster-endpoints map under the same address and port (an endpoint of weight w fills w).
+var (
+	portVerdict = regexp.MustCompile(`^add element ip fleetslice service-ips \{ (\S+) \. (\w+) \. (\d+) comment "([^"]+)" : goto pick-cluster-`)
+	pickElement = regexp.MustCompile(`^add element ip fleetslice cluster-endpoints-(\w+) \{ (\S+) \. (\d+) \. \d+ : (\S+) \. \d+ \}$`)
+)
+
+// sharedPorts collects, from the lines of a ruleset, the endpoints of ports without affinity:
+// "namespace/name:port" -> endpoint address -> weight.
+type sharedPorts struct {
+	labels    map[string]string         // "proto ip port" -> "namespace/name:port"
+	endpoints map[string]map[string]int // "proto ip port" -> address -> elements
+}
+
+func (s *sharedPorts) line(line string) bool {
+	if m := portVerdict.FindStringSubmatch(line); m != nil {
+		s.labels[m[2]+" "+m[1]+" "+m[3]] = m[4]
+		return true
+	}
+	if m := pickElement.FindStringSubmatch(line); m != nil {
+		k := m[1] + " " + m[2] + " " + m[3]
+		if s.endpoints[k] == nil {
+			s.endpoints[k] = map[string]int{}
+		}
+		s.endpoints[k][m[4]]++
+		return true
+	}
+	return false
+}
+
+// byPort joins labels and endpoints. A port reached through several addresses (a cluster IP
+// and a ClusterSet IP) picks among the same endpoints through each; the first is kept.
+func (s *sharedPorts) byPort() map[string]map[string]int {
+	out := map[string]map[string]int{}
+	keys := make([]string, 0, len(s.labels))
+	for k := range s.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if label := s.labels[k]; out[label] == nil && s.endpoints[k] != nil {
+			out[label] = s.endpoints[k]
+		}
+	}
+	return out
+}
+
+// PortEndpoints reads the ruleset a dry-run agent wrote and returns, for each Service port
+// without session affinity, the addresses its new connections go to with their weights, keyed
+// "namespace/name:port".
+func PortEndpoints(path string) (map[string]map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ports := sharedPorts{labels: map[string]string{}, endpoints: map[string]map[string]int{}}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
+	for scanner.Scan() {
+		ports.line(scanner.Text())
+	}
+	return ports.byPort(), scanner.Err()
+}
 
 // ReadAgent summarises the ruleset a dry-run agent wrote for node.
 func ReadAgent(node, path string) Agent {
@@ -49,8 +116,12 @@ func ReadAgent(node, path string) Agent {
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
 	distinct := map[string]map[string]bool{}
+	ports := sharedPorts{labels: map[string]string{}, endpoints: map[string]map[string]int{}}
 	for scanner.Scan() {
 		line := scanner.Text()
+		if ports.line(line) {
+			continue
+		}
 		if m := mapElement.FindStringSubmatch(line); m != nil {
 			key := fmt.Sprintf("%s/%s:%s", m[1], m[2], m[4])
 			if distinct[key] == nil {
@@ -74,6 +145,9 @@ func ReadAgent(node, path string) Agent {
 		if _, ok := a.Endpoints[key]; ok {
 			a.Endpoints[key] = len(endpoints)
 		}
+	}
+	for key, endpoints := range ports.byPort() {
+		a.Endpoints[key] = len(endpoints)
 	}
 	a.Err = scanner.Err()
 	return a

@@ -26,14 +26,27 @@ add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 3 == 0
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql numgen random mod 2 == 0 meta l4proto tcp dnat ip to 10.1.3.2:5432
 add rule ip fleetslice svc-C3F32EIXMGEY-demo/db/tcp/sql meta l4proto tcp dnat ip to 10.1.3.3:5432
 add element ip fleetslice service-ips { 10.0.0.149 . tcp . 9090 : goto svc-N4UT23DAJPYZ-demo/api/tcp/grpc }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.150 . 80 . 0 : 10.1.6.1 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.150 . 80 . 1 : 10.1.6.1 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.150 . 80 . 2 : 10.1.6.2 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.151 . 80 . 0 : 10.1.7.1 . 8080 }
+add element ip fleetslice cluster-endpoints-udp { 10.0.0.150 . 80 . 0 : 10.1.8.1 . 8080 }
+add element ip fleetslice service-ips { 10.0.0.150 . tcp . 80 comment "demo/shared:http" : goto pick-cluster-tcp-3 }
+add element ip fleetslice service-ips { 10.0.0.151 . tcp . 80 comment "demo/other:http" : goto pick-cluster-tcp-1 }
 `
 	if err := os.WriteFile(path, []byte(ruleset), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	a := ReadAgent("n", path)
 	if a.Err != nil || a.Endpoints["demo/api:grpc"] != 2 || a.Endpoints["demo/web:http"] != 1 || a.Endpoints["demo/db:sql"] != 3 ||
-		a.Endpoints["demo/cache:redis"] != 4 || a.Endpoints["demo/derived-abc:http"] != 2 || len(a.Endpoints) != 5 {
+		a.Endpoints["demo/cache:redis"] != 4 || a.Endpoints["demo/derived-abc:http"] != 2 ||
+		a.Endpoints["demo/shared:http"] != 2 || a.Endpoints["demo/other:http"] != 1 || len(a.Endpoints) != 7 {
 		t.Fatalf("ReadAgent = %+v", a)
+	}
+	weights, err := PortEndpoints(path)
+	if err != nil || len(weights) != 2 || weights["demo/shared:http"]["10.1.6.1"] != 2 || weights["demo/shared:http"]["10.1.6.2"] != 1 ||
+		len(weights["demo/other:http"]) != 1 {
+		t.Fatalf("PortEndpoints = %v, %v", weights, err)
 	}
 	if missing := ReadAgent("n", filepath.Join(t.TempDir(), "none.nft")); missing.Err == nil {
 		t.Fatal("a missing ruleset must say so")

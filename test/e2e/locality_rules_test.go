@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/statusview"
 )
 
 // agentRun is one dry-run agent process and the file it renders its ruleset to.
@@ -23,35 +21,18 @@ type agentRun struct {
 	p                     *localset.Process
 }
 
-// Lines of the agent's IPv4 ruleset that pick an endpoint of a Service port: an element of the
-// port's dispatch map (an endpoint of weight w fills w elements), or the one DNAT rule of a
-// port with a single endpoint. The name after the hash is <namespace>/<service>/<proto>/<port>.
-var (
-	dispatchElement = regexp.MustCompile(`^add element ip fleetslice eps-[A-Z0-9]+-(\S+) \{ \d+ : ([0-9.]+) \. \d+ \}`)
-	singleEndpoint  = regexp.MustCompile(`^add rule ip fleetslice svc-[A-Z0-9]+-(\S+) .*dnat ip to ([0-9.]+):\d+$`)
-)
-
 // endpointWeights reads which endpoint addresses the agent's rules send a Service port's new
-// connections to, with their weights.
+// connections to, with their weights (an endpoint of weight w fills w map elements).
 func endpointWeights(path, ns, service, port string) (map[string]int, error) {
-	f, err := os.Open(path)
+	ports, err := statusview.PortEndpoints(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	target := ns + "/" + service + "/tcp/" + port
-	out := map[string]int{}
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64*1024), 1024*1024)
-	for s.Scan() {
-		line := s.Text()
-		for _, re := range []*regexp.Regexp{dispatchElement, singleEndpoint} {
-			if m := re.FindStringSubmatch(line); m != nil && m[1] == target {
-				out[m[2]]++
-			}
-		}
+	out := ports[ns+"/"+service+":"+port]
+	if out == nil {
+		out = map[string]int{}
 	}
-	return out, s.Err()
+	return out, nil
 }
 
 // podClusters maps the address of every Pod of the namespace to its member.
