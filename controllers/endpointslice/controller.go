@@ -45,10 +45,12 @@ type Options struct {
 	// BatchPeriod delays every Pod-triggered sync by a fixed time, as kube-controller-manager's
 	// --endpointslice-updates-batch-period; above 0 it replaces coalescing.
 	BatchPeriod time.Duration
-	// CoalesceQuiet and CoalesceBudget coalesce a Service's Pod changes while it is under churn:
-	// a change after a quiet spell of CoalesceQuiet syncs at once; a burst waits until it has
-	// been quiet for CoalesceQuiet, never longer than CoalesceBudget. Budget 0 turns it off.
-	CoalesceQuiet, CoalesceBudget time.Duration
+	// CoalesceQuiet, CoalesceWindow and CoalesceBudget coalesce a Service's Pod changes while it
+	// is under churn: a change after a quiet spell of CoalesceQuiet syncs at once; a burst waits
+	// until it has been quiet for CoalesceQuiet, or for CoalesceWindow, stretched to
+	// coalesce.LoadStretch times the Service's previous sync when that is longer, and never
+	// longer than CoalesceBudget (--endpoint-updates-max-delay). Budget 0 turns it off.
+	CoalesceQuiet, CoalesceWindow, CoalesceBudget time.Duration
 	// Concurrency is the number of Services synced in parallel.
 	Concurrency int
 	// AdoptUpstreamSlices takes over slices kube-controller-manager's controller left behind.
@@ -57,21 +59,30 @@ type Options struct {
 	Topology topology.Options
 }
 
-// Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md). On a quiet
-// machine kube-controller-manager syncs a rolling Service about ten times a second with a p99
-// network programming latency of about 0.4 s beyond the trigger time's rounding; a budget of
-// 1 s wrote a third of its writes but at 0.9 s more p99 latency; 250 ms wrote half, 0.2 s over
-// its p99; 200 ms, with stale-cache retries after 100 ms, is what the published run uses.
+// Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md). The window
+// is what a fixed budget measured best at on a quiet machine, where kube-controller-manager
+// syncs a rolling Service about ten times a second: 1 s wrote a third of its writes but at 0.9 s
+// more p99 latency, 250 ms wrote half at 0.2 s over its p99, 200 ms (with stale-cache retries
+// after 100 ms) matched its p99 at 0.55x its writes. That window only stretches when the
+// Service's own syncs take over half of it, which on a healthy cluster they do not. The cap
+// is where a busy machine leaves kube-controller-manager's own changes: with the cluster's
+// components unlimited it synced a rolling Service about 1.5 times a second, so its changes
+// waited up to about 0.7 s behind its syncs, and there the fixed 200 ms wrote 1.33x its writes.
+// In the in-process bench's loaded rollout (rolling-update-streaming-loaded, 1,000 Pods) caps
+// of 200 ms, 500 ms, 750 ms and 1 s wrote 0.95x, 0.84x, 0.65x and 0.56x upstream's writes, at
+// p99 waits 0.02 s, 0.03 s, 0.22 s and 0.47 s above upstream's 1.07 s; a healthy cluster's syncs
+// never reach the cap, so it costs them nothing.
 const (
 	DefaultCoalesceQuiet  = 100 * time.Millisecond
-	DefaultCoalesceBudget = 200 * time.Millisecond
+	DefaultCoalesceWindow = 200 * time.Millisecond
+	DefaultCoalesceBudget = time.Second
 )
 
 // DefaultOptions match upstream's defaults, plus coalescing.
 func DefaultOptions() Options {
 	return Options{
 		MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5,
-		CoalesceQuiet: DefaultCoalesceQuiet, CoalesceBudget: DefaultCoalesceBudget,
+		CoalesceQuiet: DefaultCoalesceQuiet, CoalesceWindow: DefaultCoalesceWindow, CoalesceBudget: DefaultCoalesceBudget,
 		Topology: topology.DefaultOptions(),
 	}
 }
@@ -85,8 +96,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--endpointslice-compaction-slack must not be negative, got %d", o.CompactionSlack)
 	case o.BatchPeriod < 0:
 		return fmt.Errorf("--endpoint-updates-batch-period must not be negative, got %s", o.BatchPeriod)
-	case o.CoalesceQuiet < 0 || o.CoalesceBudget < 0:
-		return fmt.Errorf("--endpoint-updates-quiet-period and --endpoint-updates-max-delay must not be negative, got %s and %s", o.CoalesceQuiet, o.CoalesceBudget)
+	case o.CoalesceQuiet < 0 || o.CoalesceWindow < 0 || o.CoalesceBudget < 0:
+		return fmt.Errorf("--endpoint-updates-quiet-period, --endpoint-updates-window and --endpoint-updates-max-delay must not be negative, got %s, %s and %s",
+			o.CoalesceQuiet, o.CoalesceWindow, o.CoalesceBudget)
 	case o.CoalesceBudget > 0 && o.CoalesceQuiet > o.CoalesceBudget:
 		return fmt.Errorf("--endpoint-updates-quiet-period (%s) must not exceed --endpoint-updates-max-delay (%s)", o.CoalesceQuiet, o.CoalesceBudget)
 	case o.Concurrency < 1:
@@ -132,7 +144,7 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 		Recorder:   recorder,
 		Options:    opts,
 		tracker:    newSliceTracker(),
-		coalesce:   coalesce.New(opts.CoalesceQuiet, coalesceBudget(opts)),
+		coalesce:   coalesce.New(opts.CoalesceConfig()),
 		triggers:   map[types.NamespacedName]*endpoints.TriggerState{},
 		hintStates: map[hintKey]string{},
 	}, nil
@@ -160,10 +172,13 @@ func hasSlices(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.Selector != nil
 }
 
-// coalesceBudget is the coalescing budget in force: none when a fixed batch period is set.
-func coalesceBudget(o Options) time.Duration {
+// CoalesceConfig is the coalescing in force: none when a fixed batch period is set. A window
+// above the max delay is cut to it (coalesce.Config.BurstWindow), so lowering
+// --endpoint-updates-max-delay alone is enough to bound every wait.
+func (o Options) CoalesceConfig() coalesce.Config {
+	cfg := coalesce.Config{Quiet: o.CoalesceQuiet, Window: o.CoalesceWindow, MaxDelay: o.CoalesceBudget}
 	if o.BatchPeriod > 0 {
-		return 0
+		cfg.MaxDelay = 0
 	}
-	return o.CoalesceBudget
+	return cfg
 }

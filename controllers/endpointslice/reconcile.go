@@ -75,6 +75,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		outcome = syncStale
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
+	// From here the sync reads, plans and writes: its duration (the API round trips of its
+	// writes above all) is the load the Service's next coalescing window adapts to. A stale
+	// retry above says nothing of that load and is not reported.
+	start := time.Now()
+	defer func() { r.coalesce.Synced(req.NamespacedName, time.Since(start)) }()
 
 	if !hasSlices(svc) {
 		// A Service that became ExternalName or lost its selector has no endpoints of ours.

@@ -37,11 +37,15 @@ type ControllerStats struct {
 	// controller in the process (it does not tell them apart).
 	LimiterWait     time.Duration
 	LimitedRequests float64
+	// WorkTime is the time the controller's workers spent on its queue's items: over Syncs, how
+	// long a sync takes (fleetslice's early wake-ups among them take next to nothing). It is the
+	// load fleetslice's coalescing window adapts to.
+	WorkTime time.Duration
 }
 
 // statsQuery says where each ControllerStats field comes from in one controller's exposition.
 type statsQuery struct {
-	syncs, stale, unchanged, queued, deferred, slicesChanged, limiterSum, limiterCount selector
+	syncs, stale, unchanged, queued, deferred, slicesChanged, limiterSum, limiterCount, workSum selector
 }
 
 // selector picks the series of one metric whose labels match.
@@ -60,6 +64,7 @@ var (
 		slicesChanged: selector{name: "fleetslice_endpointslice_endpointslices_changed_per_sync_sum"},
 		limiterSum:    selector{name: "fleetslice_rest_client_rate_limiter_wait_seconds_sum", labels: map[string]string{"client": "member"}},
 		limiterCount:  selector{name: "fleetslice_rest_client_rate_limiter_wait_seconds_count", labels: map[string]string{"client": "member"}},
+		workSum:       selector{name: "workqueue_work_duration_seconds_sum", labels: map[string]string{"name": "endpointslice"}},
 	}
 	upstreamStats = statsQuery{
 		syncs:         selector{name: "endpoint_slice_controller_syncs"},
@@ -68,6 +73,7 @@ var (
 		slicesChanged: selector{name: "endpoint_slice_controller_endpointslices_changed_per_sync_sum"},
 		limiterSum:    selector{name: "rest_client_rate_limiter_duration_seconds_sum"},
 		limiterCount:  selector{name: "rest_client_rate_limiter_duration_seconds_count"},
+		workSum:       selector{name: "workqueue_work_duration_seconds_sum", labels: map[string]string{"name": "endpoint_slice"}},
 	}
 )
 
@@ -88,6 +94,7 @@ func (s statsSource) read(ctx context.Context) (ControllerStats, error) {
 		Deferred: series.sum(q.deferred), SlicesChanged: series.sum(q.slicesChanged),
 		LimiterWait:     time.Duration(series.sum(q.limiterSum) * float64(time.Second)),
 		LimitedRequests: series.sum(q.limiterCount), Unchanged: -1,
+		WorkTime: time.Duration(series.sum(q.workSum) * float64(time.Second)),
 	}
 	if q.unchanged.name != "" {
 		out.Unchanged = series.sum(q.unchanged)
@@ -119,7 +126,7 @@ func (s ControllerStats) plus(o ControllerStats, k float64) ControllerStats {
 		Syncs: s.Syncs + k*o.Syncs, Stale: s.Stale + k*o.Stale, Queued: s.Queued + k*o.Queued,
 		Deferred: s.Deferred + k*o.Deferred, SlicesChanged: s.SlicesChanged + k*o.SlicesChanged,
 		LimiterWait: s.LimiterWait + time.Duration(k*float64(o.LimiterWait)), LimitedRequests: s.LimitedRequests + k*o.LimitedRequests,
-		Unchanged: -1,
+		WorkTime: s.WorkTime + time.Duration(k*float64(o.WorkTime)), Unchanged: -1,
 	}
 }
 

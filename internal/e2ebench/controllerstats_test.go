@@ -6,10 +6,10 @@ import (
 )
 
 func TestControllerStatsSubAndAdd(t *testing.T) {
-	before := ControllerStats{Syncs: 10, Stale: 1, Queued: 40, Deferred: 2, SlicesChanged: 12, LimiterWait: time.Second, LimitedRequests: 20, Unchanged: 3}
-	after := ControllerStats{Syncs: 25, Stale: 3, Queued: 90, Deferred: 7, SlicesChanged: 30, LimiterWait: 3 * time.Second, LimitedRequests: 50, Unchanged: 5}
+	before := ControllerStats{Syncs: 10, Stale: 1, Queued: 40, Deferred: 2, SlicesChanged: 12, LimiterWait: time.Second, LimitedRequests: 20, Unchanged: 3, WorkTime: time.Second}
+	after := ControllerStats{Syncs: 25, Stale: 3, Queued: 90, Deferred: 7, SlicesChanged: 30, LimiterWait: 3 * time.Second, LimitedRequests: 50, Unchanged: 5, WorkTime: 4 * time.Second}
 	d := after.Sub(before)
-	want := ControllerStats{Syncs: 15, Stale: 2, Queued: 50, Deferred: 5, SlicesChanged: 18, LimiterWait: 2 * time.Second, LimitedRequests: 30, Unchanged: 2}
+	want := ControllerStats{Syncs: 15, Stale: 2, Queued: 50, Deferred: 5, SlicesChanged: 18, LimiterWait: 2 * time.Second, LimitedRequests: 30, Unchanged: 2, WorkTime: 3 * time.Second}
 	if d != want {
 		t.Fatalf("Sub = %+v, want %+v", d, want)
 	}

@@ -42,7 +42,10 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"compare the two, not the absolute values.",
 		"kube-controller-manager's rate-limiter wait is that of every controller in the process (client-go does not " +
 			"tell them apart); fleetslice's is its member client's. Upstream's queue additions count every reason to " +
-			"sync (Pod, Service and slice events, retries); fleetslice's count Pod changes that mattered to an endpoint.",
+			"sync (Pod, Service and slice events, retries); fleetslice's count Pod changes that mattered to an endpoint. " +
+			"Worker time per sync is each queue's workqueue_work_duration_seconds sum over its syncs: how long a sync " +
+			"takes, the load fleetslice's coalescing window stretches with (its deferred wake-ups are in the sum and " +
+			"take next to nothing).",
 		"kube-controller-manager's memory includes every other controller; the difference between the two " +
 			"clusters' kube-controller-managers estimates what its EndpointSlice controller and its informers add.",
 		fmt.Sprintf("The write timeline is sampled from the API server's counters every %s.", e2ebench.TimelineStep),
@@ -99,7 +102,7 @@ func whyTable(results []settingResult) bench.Table {
 		Caption: "Why: each controller's own counters, per rollout (mean over the runs)",
 		Header: []string{"Setting", "Controller", "Syncs", "Syncs per second", "Sync requests per sync",
 			"Stale-cache syncs", "Syncs that wrote nothing", "Deferred wake-ups", "Slices written per sync",
-			"Rate-limiter wait per rollout", "Requests that waited"},
+			"Worker time per sync", "Rate-limiter wait per rollout", "Requests that waited"},
 	}
 	for _, res := range results {
 		for _, s := range res.sides {
@@ -116,11 +119,19 @@ func whyTable(results []settingResult) bench.Table {
 				fmt.Sprintf("%.0f", st.Syncs/n),
 				fmt.Sprintf("%.1f", st.Syncs/meanConverged(s.Rollouts).Seconds()/n),
 				perSync(st.Queued, st.Syncs), fmt.Sprintf("%.0f", st.Stale/n), unchanged,
-				fmt.Sprintf("%.0f", st.Deferred/n), perSync(st.SlicesChanged, st.Syncs),
+				fmt.Sprintf("%.0f", st.Deferred/n), perSync(st.SlicesChanged, st.Syncs), workPerSync(st),
 				seconds(time.Duration(float64(st.LimiterWait) / n)), fmt.Sprintf("%.0f", st.LimitedRequests/n)})
 		}
 	}
 	return t
+}
+
+// workPerSync is the mean time a sync held a worker, in milliseconds.
+func workPerSync(st e2ebench.ControllerStats) string {
+	if st.Syncs <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f ms", float64(st.WorkTime.Milliseconds())/st.Syncs)
 }
 
 func scaleTable(sz sizes, res settingResult) bench.Table {

@@ -60,9 +60,13 @@ func Scenarios() []Scenario {
 			return fmt.Sprintf("%s Pods rolled to a new revision, maxSurge 25%%, maxUnavailable 0; new Pods not ready then ready, old ones terminating then gone; a sync per %d Pod changes",
 				count(s.Endpoints), s.Batch)
 		}},
-		{Name: "rolling-update-streaming", run: playRollingUpdateStreaming, Describe: func(s Size) string {
-			return fmt.Sprintf("as rolling-update over %s Pods, changes spread over each second, and syncs as fast as the events come, as both controllers at batch period 0: upstream after every change, fleetslice when its coalescing says (%s quiet, %s at most)",
-				count(streamingSize(s).Endpoints), endpointslice.DefaultCoalesceQuiet, endpointslice.DefaultCoalesceBudget)
+		{Name: "rolling-update-streaming", run: playRollingUpdateStreaming(nil), Describe: func(s Size) string {
+			return fmt.Sprintf("as rolling-update over %s Pods, changes spread over each second, and syncs as fast as the events come, as both controllers at batch period 0: upstream after every change, fleetslice when its coalescing says (%s quiet, bursts %s, stretched by slow syncs up to %s); syncs take no time",
+				count(streamingSize(s).Endpoints), endpointslice.DefaultCoalesceQuiet, endpointslice.DefaultCoalesceWindow, endpointslice.DefaultCoalesceBudget)
+		}},
+		{Name: "rolling-update-streaming-loaded", run: playRollingUpdateStreaming(loadedSync), Describe: func(s Size) string {
+			return fmt.Sprintf("as rolling-update-streaming, on a loaded control plane: a sync takes %s plus %s per write, and a Service is not synced again while its sync runs, so upstream's changes batch behind its slow syncs",
+				loadedSyncBase, loadedSyncPerWrite)
 		}},
 		{Name: "scale", run: playScale, Describe: func(s Size) string {
 			return fmt.Sprintf("scaled %s -> %s -> %s, random Pods removed; a sync per %d Pod changes",
@@ -163,12 +167,27 @@ func playRollingUpdate(w *world, sz Size, rng *rand.Rand) {
 }
 
 // playRollingUpdateStreaming is the rolling update with every change at its own millisecond and
-// the syncs as fast as the events come.
-func playRollingUpdateStreaming(w *world, sz Size, rng *rand.Rand) {
-	sz = streamingSize(sz)
-	old := steadyState(w, sz, true, false)
-	w.startStreaming()
-	rollOut(w, sz, rng, old, &timeline{jitter: rng})
+// the syncs as fast as the events come, each taking cost (nil: no time).
+func playRollingUpdateStreaming(cost func(writes int64) time.Duration) func(w *world, sz Size, rng *rand.Rand) {
+	return func(w *world, sz Size, rng *rand.Rand) {
+		sz = streamingSize(sz)
+		old := steadyState(w, sz, true, false)
+		w.startStreaming(cost)
+		rollOut(w, sz, rng, old, &timeline{jitter: rng})
+	}
+}
+
+// A loaded control plane, as in the endpointslice-e2e bench with the cluster's own components
+// unlimited: reads and planning take a while, and every write is a slow round trip. The figures
+// are illustrative, chosen so that upstream's sync per change falls behind the events as it does
+// there (about 1.5 syncs a second, several slices each).
+const (
+	loadedSyncBase     = 20 * time.Millisecond
+	loadedSyncPerWrite = 40 * time.Millisecond
+)
+
+func loadedSync(writes int64) time.Duration {
+	return loadedSyncBase + time.Duration(writes)*loadedSyncPerWrite
 }
 
 // streamingSize is a tenth of the other scenarios' Pods: a sync per change costs upstream a full

@@ -2,6 +2,7 @@ package slicediff
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
@@ -16,7 +17,7 @@ func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
 	for _, sc := range Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			sz := tinySize()
-			if sc.Name == "rolling-update-streaming" {
+			if strings.HasPrefix(sc.Name, "rolling-update-streaming") {
 				sz = streamingSize(sz)
 			}
 			ideal := (sz.Endpoints + maxPerSlice - 1) / maxPerSlice
@@ -87,9 +88,54 @@ func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
 	if len(ours.Delays) != ours.Events {
 		t.Fatalf("%d delays for %d changes", len(ours.Delays), ours.Events)
 	}
+	// Syncs take no time here: the window never stretches, so a quick control plane pays no
+	// more than the window.
 	for _, d := range ours.Delays {
-		if d < 0 || d > endpointslice.DefaultCoalesceBudget {
-			t.Fatalf("a change waited %s, outside 0..%s", d, endpointslice.DefaultCoalesceBudget)
+		if d < 0 || d > endpointslice.DefaultCoalesceWindow {
+			t.Fatalf("a change waited %s, outside 0..%s", d, endpointslice.DefaultCoalesceWindow)
+		}
+	}
+}
+
+// TestLoadedStreamingAdaptsTheWindow holds the loaded streaming scenario, where syncs take time and
+// upstream's slowness batches its changes, to what the adaptive window is for: fewer writes than
+// upstream there, fewer than the same window without the stretch, and no change waiting past the
+// cap beyond the syncs it waits behind.
+func TestLoadedStreamingAdaptsTheWindow(t *testing.T) {
+	var sc Scenario
+	for _, s := range Scenarios() {
+		if s.Name == "rolling-update-streaming-loaded" {
+			sc = s
+		}
+	}
+	sz := tinySize()
+	sz.Endpoints = 5000 // 500 Pods, five slices: syncs slow enough to stretch the window
+	up, err := RunScenario(context.Background(), sc, sz, Upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := RunScenario(context.Background(), sc, sz, Fleetslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := coalescing
+	t.Cleanup(func() { coalescing = defaults })
+	coalescing.MaxDelay = coalescing.Window // the window, never stretched
+	fixed, err := RunScenario(context.Background(), sc, sz, Fleetslice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("writes: upstream %d, fleetslice %d, without the stretch %d", up.Writes.Total(), ours.Writes.Total(), fixed.Writes.Total())
+	if w := float64(ours.Writes.Total()); w > 0.8*float64(up.Writes.Total()) || w > 0.8*float64(fixed.Writes.Total()) {
+		t.Errorf("fleetslice wrote %d, upstream %d, fleetslice without the stretch %d", ours.Writes.Total(), up.Writes.Total(), fixed.Writes.Total())
+	}
+	if up.Syncs >= up.Events || up.LongestSync == 0 {
+		t.Errorf("upstream synced %d times for %d changes, longest sync %s: its syncs should take time and batch", up.Syncs, up.Events, up.LongestSync)
+	}
+	bound := max(defaults.MaxDelay, ours.LongestSync) + ours.LongestSync
+	for _, d := range ours.Delays {
+		if d < 0 || d > bound {
+			t.Fatalf("a change waited %s, outside 0..%s", d, bound)
 		}
 	}
 }

@@ -37,8 +37,10 @@ type SideResult struct {
 	// allocations they made.
 	CPU                time.Duration
 	Allocs, AllocBytes uint64
-	// Delays are, streaming, how long each change waited for the sync that took it in.
-	Delays []time.Duration
+	// Delays are, streaming, how long each change waited for the end of the sync that took it
+	// in; LongestSync is the longest a sync took in scenario time.
+	Delays      []time.Duration
+	LongestSync time.Duration
 	// Series has one Point per sync, for the scenarios that plot.
 	Series []Point
 	// Failures are broken invariants, at most one per kind, with the sync they appeared in.
@@ -178,7 +180,7 @@ func (w *world) startMeasuring(batch int) {
 
 func (w *world) sync() {
 	w.pending = 0
-	w.streaming.synced(w.clock)
+	w.streaming.synced()
 	if err := w.ctx.Err(); err != nil {
 		w.fail("sync", err.Error())
 		return
@@ -309,5 +311,6 @@ func RunScenario(ctx context.Context, sc Scenario, sz Size, controllerName strin
 	}
 	w.result.Writes = w.store.writes
 	w.result.Delays = w.streaming.delays
+	w.result.LongestSync = w.streaming.longestSync
 	return w.result, nil
 }
