@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // ErrNeedsEverything is returned by SyncChanges when the Syncer cannot work from changes alone:
@@ -61,19 +60,9 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 
 	tx := &txn{}
 	commit := s.planIncremental(tx, desired, sortedKeys(gone), start, &stats)
-	stats.Operations = len(tx.ops)
-	if stats.Operations > 0 {
-		if err := s.back.apply(ctx, tx.ops); err != nil {
-			s.needFull = true
-			stats.Duration = s.opts.Clock().Sub(start)
-			return stats, fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
-				stats.Operations, err)
-		}
-	}
-	commit()
+	err := s.apply(ctx, tx, commit, start, &stats)
 	stats.Services = len(s.written)
-	stats.Duration = s.opts.Clock().Sub(start)
-	return stats, nil
+	return stats, err
 }
 
 // contends reports whether a changed Service claims what another one claims: another changed

@@ -198,20 +198,28 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	} else {
 		commit = s.planIncremental(tx, desired, s.unseen(), start, &stats)
 	}
+	if err := s.apply(ctx, tx, commit, start, &stats); err != nil {
+		return stats, err
+	}
+	s.needFull = false
+	s.contended = contended
+	return stats, nil
+}
+
+// apply runs the planned transaction, if it holds anything, and commits the plan to memory once
+// the kernel took it. A failure leaves memory as it was and makes the next sync a full one.
+func (s *Syncer) apply(ctx context.Context, tx *txn, commit func(), start time.Time, stats *Stats) error {
+	defer func() { stats.Duration = s.opts.Clock().Sub(start) }()
 	stats.Operations = len(tx.ops)
 	if stats.Operations > 0 {
 		if err := s.back.apply(ctx, tx.ops); err != nil {
 			s.needFull = true
-			stats.Duration = s.opts.Clock().Sub(start)
-			return stats, fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
+			return fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
 				stats.Operations, err)
 		}
 	}
 	commit()
-	s.needFull = false
-	s.contended = contended
-	stats.Duration = s.opts.Clock().Sub(start)
-	return stats, nil
+	return nil
 }
 
 // unseen lists the written Services that this sync's input no longer holds.
