@@ -62,12 +62,7 @@ func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
 // TestStreamingCoalescesWithinTheBudget holds the streaming scenario to what coalescing promises:
 // fewer syncs and writes than upstream's sync per change, and no change waiting past the budget.
 func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
-	var sc Scenario
-	for _, s := range Scenarios() {
-		if s.Name == "rolling-update-streaming" {
-			sc = s
-		}
-	}
+	sc := scenarioNamed(t, "rolling-update-streaming")
 	// 200 Pods: enough changes a second for bursts to form, as in a real rollout.
 	sz := tinySize()
 	sz.Endpoints = 2000
@@ -102,12 +97,7 @@ func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
 // upstream there, fewer than the same window without the stretch, and no change waiting past the
 // cap beyond the syncs it waits behind.
 func TestLoadedStreamingAdaptsTheWindow(t *testing.T) {
-	var sc Scenario
-	for _, s := range Scenarios() {
-		if s.Name == "rolling-update-streaming-loaded" {
-			sc = s
-		}
-	}
+	sc := scenarioNamed(t, "rolling-update-streaming-loaded")
 	sz := tinySize()
 	sz.Endpoints = 5000 // 500 Pods, five slices: syncs slow enough to stretch the window
 	up, err := RunScenario(context.Background(), sc, sz, Upstream)
@@ -248,4 +238,15 @@ func TestHeadlineChecksFailWhenFleetsliceDoesWorse(t *testing.T) {
 	if n := failures(result("a", side(Upstream, 10, 3), side(Fleetslice, 9, 4))); n != 1 {
 		t.Errorf("%d checks failed for one final slice more, want 1", n)
 	}
+}
+
+func scenarioNamed(t *testing.T, name string) Scenario {
+	t.Helper()
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return Scenario{}
 }
