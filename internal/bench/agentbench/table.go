@@ -145,6 +145,8 @@ func textSignature(rule string) string {
 
 // parseCommands reads nft commands as knftables writes them, for the table it names: a
 // dry-run dump or the text of a full sync's transaction.
+var elementComment = regexp.MustCompile(` comment "[^"]*"`)
+
 func parseCommands(text string) (*tableModel, error) {
 	m := newTableModel()
 	for n, line := range strings.Split(text, "\n") {
@@ -179,6 +181,8 @@ func parseCommands(text string) (*tableModel, error) {
 			m.sets[name] = object
 		case "element":
 			body := strings.TrimSuffix(strings.TrimPrefix(rest, "{ "), " }")
+			// A comment labels an element; the listing side keeps only keys and values too.
+			body = elementComment.ReplaceAllString(body, "")
 			m.elements[name] = append(m.elements[name], strings.Join(strings.Fields(body), " "))
 		default:
 			return nil, fmt.Errorf("line %d: unknown object %q", n+1, object)

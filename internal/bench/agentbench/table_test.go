@@ -52,11 +52,12 @@ func TestFreshRenderMatchesDataplaneRender(t *testing.T) {
 		t.Fatalf("dataplane.Render and the recorded transaction differ: %s", diff)
 	}
 	c := want.counts()
-	// 120 Services: 120 service chains, 12 NodePort chains, 2 affinity Services x 10 endpoint
-	// chains, 13 fixed chains; 20 affinity sets, 6 fixed sets and maps, one endpoint map per
-	// Service and one more for each of the 3 with externalTrafficPolicy: Local.
-	if c.Chains != 120+12+20+13 || c.Sets != 20+6+120+3 {
-		t.Errorf("counts %+v, want 165 chains and 149 sets and maps", c)
+	// 120 Services: 13 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
+	// traffic to 10 endpoints), and the 2 affinity Services' own chains (a service chain and 10
+	// endpoint chains each); 6 fixed sets and maps, the 6 shared endpoint maps, and per affinity
+	// Service 10 affinity sets and a verdict map. The other Services have only map elements.
+	if c.Chains != 13+3+2*11 || c.Sets != 6+6+2*11 {
+		t.Errorf("counts %+v, want 38 chains and 34 sets and maps", c)
 	}
 }
 
@@ -86,17 +87,17 @@ func TestComparisonCatchesBrokenTables(t *testing.T) {
 			return append(ls[:i:i], ls[i+1:]...)
 		},
 		"element leads elsewhere": func(ls []string) []string {
-			i := firstWith("add element ip fleetslice service-ips ")
-			ls[i] = strings.Replace(ls[i], "goto svc-", "goto ext-", 1)
+			i := firstWith("add element ip fleetslice service-ips ", "goto pick-cluster-")
+			ls[i] = strings.Replace(ls[i], "goto pick-cluster-", "goto pick-nodeport-", 1)
 			return ls
 		},
 		"endpoint address changed in a map": func(ls []string) []string {
-			i := firstWith("add element ip fleetslice eps-", " 10.128.")
+			i := firstWith("add element ip fleetslice cluster-endpoints-tcp ", " 10.128.")
 			ls[i] = strings.Replace(ls[i], " 10.128.", " 10.129.", 1)
 			return ls
 		},
 		"extra rule": func(ls []string) []string {
-			i := firstWith("add rule ip fleetslice svc-")
+			i := firstWith("add rule ip fleetslice pick-")
 			return append(ls, ls[i])
 		},
 		"extra chain": func(ls []string) []string {
