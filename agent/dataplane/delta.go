@@ -72,18 +72,5 @@ func (s *Syncer) contends(desired []desiredService, gone map[string]bool) bool {
 	for i := range desired {
 		changing[desired[i].key] = true
 	}
-	local := map[claim]string{}
-	for i := range desired {
-		for _, c := range desired[i].claims {
-			if owner, taken := local[c]; taken && owner != desired[i].key {
-				return true
-			}
-			local[c] = desired[i].key
-			// A changed owner's new claims are in local already.
-			if owner, taken := s.claimOwners[c]; taken && owner != desired[i].key && !gone[owner] && !changing[owner] {
-				return true
-			}
-		}
-	}
-	return false
+	return s.clash(desired, func(owner string) bool { return !gone[owner] && !changing[owner] })
 }

@@ -298,6 +298,16 @@ func (s *Syncer) prepare(services []Service, full bool) (desired []desiredServic
 // Service of this sync claims: another one to be written, or a kept one (its
 // claims are those recorded).
 func (s *Syncer) contested(desired []desiredService) bool {
+	return s.clash(desired, func(owner string) bool {
+		rec := s.written[owner]
+		return rec != nil && rec.seen == s.gen
+	})
+}
+
+// clash reports whether two of desired claim the same thing, or one claims what a written
+// Service that stays (per stays) claims; a written Service that is itself in desired is judged by
+// its new claims.
+func (s *Syncer) clash(desired []desiredService, stays func(owner string) bool) bool {
 	local := map[claim]string{}
 	for i := range desired {
 		for _, c := range desired[i].claims {
@@ -305,10 +315,8 @@ func (s *Syncer) contested(desired []desiredService) bool {
 				return true
 			}
 			local[c] = desired[i].key
-			if owner, taken := s.claimOwners[c]; taken && owner != desired[i].key {
-				if rec := s.written[owner]; rec != nil && rec.seen == s.gen {
-					return true
-				}
+			if owner, taken := s.claimOwners[c]; taken && owner != desired[i].key && stays(owner) {
+				return true
 			}
 		}
 	}
