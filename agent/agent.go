@@ -240,6 +240,8 @@ func (a *Agent) loop(ctx context.Context) {
 		failing               bool
 		pendingChange         = true // the initial lists
 		lastDriftCheck        = time.Now()
+		// cleanupAt is when the dataplanes can delete chains the last sync left flushed.
+		cleanupAt time.Time
 	)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -256,10 +258,11 @@ func (a *Agent) loop(ctx context.Context) {
 		if failing {
 			due = later(due, retryAt)
 		}
-		wanted := pendingChange || failing || full
+		cleanup := !cleanupAt.IsZero() && !now.Before(cleanupAt)
+		wanted := pendingChange || failing || full || cleanup
 		if wanted && !now.Before(due) {
 			pendingChange = false
-			if !failing && !full && !a.store.hasDirty() {
+			if !failing && !full && !cleanup && !a.store.hasDirty() {
 				// A kick that arrived during the last sync, whose change
 				// that sync already took.
 				continue
@@ -269,6 +272,7 @@ func (a *Agent) loop(ctx context.Context) {
 				return
 			}
 			lastAttempt = time.Now()
+			cleanupAt = report.cleanupAt()
 			if report.Err != nil {
 				failing = true
 				retryDelay = min(max(2*retryDelay, a.opts.RetryDelay), a.opts.MaxRetryDelay)
@@ -288,6 +292,9 @@ func (a *Agent) loop(ctx context.Context) {
 		wait := lastFull.Add(a.opts.SyncPeriod).Sub(now)
 		if wanted {
 			wait = due.Sub(now)
+		}
+		if !cleanupAt.IsZero() {
+			wait = min(wait, later(cleanupAt, due).Sub(now))
 		}
 		if !failing && !lastFull.IsZero() {
 			// Only then is a check due: a failing or unstarted dataplane rebuilds anyway.
@@ -409,4 +416,15 @@ func (a *Agent) logRejections(stats []dataplane.Stats) {
 		}
 	}
 	a.rejected = current
+}
+
+// cleanupAt is the earliest time a dataplane can delete chains this sync left flushed.
+func (r Report) cleanupAt() time.Time {
+	var at time.Time
+	for _, st := range r.Stats {
+		if !st.CleanupAt.IsZero() && (at.IsZero() || st.CleanupAt.Before(at)) {
+			at = st.CleanupAt
+		}
+	}
+	return at
 }

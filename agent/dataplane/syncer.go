@@ -57,6 +57,10 @@ type Stats struct {
 	Operations int
 	// Duration is the wall time of the whole sync, transaction included.
 	Duration time.Duration
+	// CleanupAt, when set, is when a later sync (SyncChanges with nothing changed will do) can
+	// delete the chains this one left flushed (see Options.StaleChainDelay); until then they are
+	// empty and unreachable.
+	CleanupAt time.Time
 	// Rejected lists Services left out of the table, with the reason.
 	Rejected []Rejection
 }
@@ -219,6 +223,11 @@ func (s *Syncer) apply(ctx context.Context, tx *txn, commit func(), start time.T
 		}
 	}
 	commit()
+	for _, since := range s.staleChains {
+		if at := since.Add(s.opts.StaleChainDelay); stats.CleanupAt.IsZero() || at.Before(stats.CleanupAt) {
+			stats.CleanupAt = at
+		}
+	}
 	return nil
 }
 

@@ -444,3 +444,30 @@ func TestKeptServiceLosesAContestToANewcomer(t *testing.T) {
 		t.Errorf("unchanged sync: %+v", st)
 	}
 }
+
+// A sync that retires a chain says when it can go, and a later sync told nothing deletes it, so
+// the table ends as a fresh render without waiting for another change.
+func TestRetiredChainsGoWithoutAnotherChange(t *testing.T) {
+	s, fake, clock := newFakeSyncer(t, Options{})
+	services := manyServices(2)
+	mustSync(t, s, services, true)
+	services[1].Ports[0].Endpoints = eps("10.244.9.1:8080", "10.244.9.2:8080", "10.244.9.3:8080")
+	st, err := s.SyncChanges(context.Background(), services[1:], nil)
+	if err != nil || !st.CleanupAt.IsZero() {
+		t.Fatalf("a new pick chain, none retired: %+v, %v", st, err)
+	}
+	services[0].Ports[0].Endpoints = services[1].Ports[0].Endpoints
+	if st, err = s.SyncChanges(context.Background(), services[:1], nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := clock.Now().Add(time.Second); !st.CleanupAt.Equal(want) {
+		t.Fatalf("CleanupAt %v, want %v (pick-cluster-tcp-2 retired)", st.CleanupAt, want)
+	}
+	clock.Advance(time.Second)
+	if st, err = s.SyncChanges(context.Background(), nil, nil); err != nil || st.Operations == 0 || !st.CleanupAt.IsZero() {
+		t.Fatalf("cleanup sync: %+v, %v", st, err)
+	}
+	if got, want := canonicalDump(fake), freshRender(t, services, Options{}); got != want {
+		t.Errorf("differs from a fresh render:\n%s", lineDiff(want, got))
+	}
+}
