@@ -87,7 +87,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		}
 		keep := entryValues(c.rec)
 		for _, e := range c.old.entries {
-			if v, ok := keep[e.id()]; !ok || v != e.value+"\x00"+e.comment {
+			if v, ok := keep[e.id()]; !ok || v != e.written() {
 				tx.Delete(e.element())
 			}
 		}
@@ -191,7 +191,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		}
 		had := entryValues(c.old)
 		for _, e := range c.rec.entries {
-			if v, ok := had[e.id()]; !ok || v != e.value+"\x00"+e.comment {
+			if v, ok := had[e.id()]; !ok || v != e.written() {
 				tx.Add(e.element())
 			}
 		}
@@ -286,7 +286,7 @@ func entryValues(rec *serviceRecord) map[string]string {
 	}
 	out := make(map[string]string, len(rec.entries))
 	for _, e := range rec.entries {
-		out[e.id()] = e.value + "\x00" + e.comment // a changed comment rewrites the element too
+		out[e.id()] = e.written()
 	}
 	return out
 }

@@ -201,11 +201,7 @@ func (c *ruleCompiler) match() error {
 			break
 		}
 	}
-	var offset uint32
-	for _, f := range fields {
-		c.emit(f.load(register(offset)))
-		offset += (f.size + 3) / 4 * 4
-	}
+	c.loadConcat(fields)
 	invert := c.take("!=")
 	t, err := c.next()
 	if err != nil {
@@ -224,6 +220,17 @@ func (c *ruleCompiler) match() error {
 		return c.compare(t, fields[0].size, invert)
 	}
 	return fmt.Errorf("cannot compare a concatenation with %q", t)
+}
+
+// loadConcat loads fields one after the other from register 1 on, each padded to 4 bytes as a
+// concatenation is, and returns the offset after the last.
+func (c *ruleCompiler) loadConcat(fields []selector) uint32 {
+	var offset uint32
+	for _, f := range fields {
+		c.emit(f.load(register(offset)))
+		offset += (f.size + 3) / 4 * 4
+	}
+	return offset
 }
 
 func (c *ruleCompiler) setRef() (string, error) {
@@ -293,18 +300,18 @@ func (c *ruleCompiler) dnat() error {
 		nat.Family = unix.NFPROTO_IPV6
 	}
 	if c.take("addr", ".", "port", "to") {
-		var offset uint32
+		var fields []selector
 		for {
 			f, ok := c.selector()
 			if !ok || !c.take(".") {
 				return fmt.Errorf("want fields . numgen random mod N map @map")
 			}
-			c.emit(f.load(register(offset)))
-			offset += (f.size + 3) / 4 * 4
+			fields = append(fields, f)
 			if c.take("numgen", "random", "mod") {
 				break
 			}
 		}
+		offset := c.loadConcat(fields)
 		n, err := c.number()
 		if err != nil || n == 0 || !c.take("map") {
 			return fmt.Errorf("want numgen random mod N map @map")

@@ -60,14 +60,17 @@ func pickChainName(kind pickKind, proto Protocol, n int) string {
 	return "pick-" + string(kind) + "-" + string(proto) + "-" + strconv.Itoa(n)
 }
 
+// pickKey is the packet fields a pick chain of kind looks its endpoint up by, before the index.
+func pickKey(kind pickKind, proto Protocol, fam family) string {
+	if kind == pickCluster {
+		return fam.selector + " daddr . " + string(proto) + " dport"
+	}
+	return string(proto) + " dport"
+}
+
 // pickChain is the shared chain that sends kind's proto traffic to one of n map elements.
 func pickChain(kind pickKind, proto Protocol, n int, fam family) chainContent {
-	p := string(proto)
-	key := p + " dport"
-	if kind == pickCluster {
-		key = fam.selector + " daddr . " + key
-	}
-	dnat := "meta l4proto " + p + " dnat " + fam.selector + " addr . port to " + key +
+	dnat := "meta l4proto " + string(proto) + " dnat " + fam.selector + " addr . port to " + pickKey(kind, proto, fam) +
 		" . numgen random mod " + strconv.Itoa(n) + " map @" + sharedMapName(kind, proto)
 	c := chainContent{name: pickChainName(kind, proto, n)}
 	switch kind {
@@ -83,12 +86,7 @@ func pickChain(kind pickKind, proto Protocol, n int, fam family) chainContent {
 
 // sharedMapType is the typeof declaration of a shared endpoint map.
 func sharedMapType(kind pickKind, proto Protocol, fam family) string {
-	port := string(proto) + " dport"
-	key := port
-	if kind == pickCluster {
-		key = fam.selector + " daddr . " + port
-	}
-	return key + " . numgen random mod 1 : " + fam.selector + " daddr . " + port
+	return pickKey(kind, proto, fam) + " . numgen random mod 1 : " + fam.selector + " daddr . " + string(proto) + " dport"
 }
 
 // writeSharedMaps declares the shared endpoint maps of every protocol.

@@ -40,6 +40,10 @@ type mapEntry struct {
 
 func (e mapEntry) id() string { return e.mapName + " " + strings.Join(e.key, " . ") }
 
+// written is what the kernel holds under the element's key: a changed comment rewrites the
+// element too.
+func (e mapEntry) written() string { return e.value + "\x00" + e.comment }
+
 func (e mapEntry) element() *knftables.Element {
 	el := &knftables.Element{Map: e.mapName, Key: e.key, Value: []string{e.value}}
 	if e.comment != "" {
@@ -82,14 +86,14 @@ func renderService(svc *Service, fam family) serviceObjects {
 		out.timeout = svc.AffinityTimeout
 	}
 	for _, p := range svc.Ports {
-		if svc.AffinityTimeout > 0 {
-			renderAffinityPort(&out, svc, p, fam)
-		} else {
-			renderSharedPort(&out, svc, p, fam)
-		}
 		reachable := p.Endpoints
 		if p.ExternalLocal && p.NodePort != 0 {
 			reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
+		}
+		if svc.AffinityTimeout > 0 {
+			renderAffinityPort(&out, svc, p, reachable, fam)
+		} else {
+			renderSharedPort(&out, svc, p, fam)
 		}
 		for _, ep := range reachable {
 			if ep.Local {
@@ -111,7 +115,9 @@ func renderService(svc *Service, fam family) serviceObjects {
 //	  through the verdict map epsv-…
 //	ext-…: masquerade and goto svc-… (or, for ExternalLocal, pick a local one through xepsv-…)
 //	ep-…: record the client in aff-… and dnat to the endpoint.
-func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
+//
+// reachable are the endpoints any of its traffic may go to, each of which gets its chain and set.
+func renderAffinityPort(out *serviceObjects, svc *Service, p Port, reachable []Endpoint, fam family) {
 	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
 	svcChain := serviceChainName(svc, p)
 	hasCluster := len(p.Endpoints) > 0
@@ -151,10 +157,6 @@ func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
 		}
 	}
 
-	reachable := p.Endpoints
-	if p.ExternalLocal && p.NodePort != 0 {
-		reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
-	}
 	for _, ep := range reachable {
 		set := affinitySetName(svc, p, ep.Addr)
 		out.sets = append(out.sets, set)
