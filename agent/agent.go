@@ -101,8 +101,12 @@ type Report struct {
 	// Full is true when the agent asked for a full sync (the dataplanes may
 	// also decide to rebuild on their own: see Stats[i].Full).
 	Full bool
-	// Services is the dataplane input, ordered by namespace and name.
+	// Services is the dataplane input, ordered by namespace and name: every
+	// programmed Service, listed for Options.OnSync only (an incremental sync
+	// does not otherwise build the list).
 	Services []dataplane.Service
+	// Programmed counts the Services given to the dataplanes.
+	Programmed int
 	// Converted counts the Services converted again for this sync.
 	Converted int
 	// Stats has one entry per dataplane, in Options order; entries after a
@@ -327,7 +331,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 func (a *Agent) sync(ctx context.Context, full bool) Report {
 	start := time.Now()
 	p := a.store.refresh(full)
-	report := Report{Full: full, Services: p.services, Converted: p.changed, Started: start,
+	report := Report{Full: full, Programmed: p.counts.programmed, Converted: p.changed, Started: start,
 		Stats: make([]dataplane.Stats, len(a.opts.Dataplanes))}
 	for key, problems := range p.problems {
 		a.log.V(1).Info("parts of a Service were left out", "service", key.String(), "problems", problems)
@@ -367,15 +371,16 @@ func (a *Agent) sync(ctx context.Context, full bool) Report {
 				networkProgrammingDuration.Observe(end.Sub(t).Seconds())
 			}
 		}
-		servicesProgrammed.Set(float64(len(p.services)))
-		noLocalEndpoints.WithLabelValues("internal").Set(float64(p.noLocalInternal))
-		noLocalEndpoints.WithLabelValues("external").Set(float64(p.noLocalExternal))
+		servicesProgrammed.Set(float64(p.counts.programmed))
+		noLocalEndpoints.WithLabelValues("internal").Set(float64(p.counts.noLocalInternal))
+		noLocalEndpoints.WithLabelValues("external").Set(float64(p.counts.noLocalExternal))
 		a.setReadiness(nil)
 	}
 	a.logRejections(report.Stats)
-	a.log.V(1).Info("synced", "mode", mode, "services", len(p.services), "converted", p.changed, "skipped", p.skipped,
+	a.log.V(1).Info("synced", "mode", mode, "services", p.counts.programmed, "converted", p.changed, "skipped", p.counts.skipped,
 		"duration", report.Duration.String(), "error", report.Err)
 	if a.opts.OnSync != nil {
+		report.Services = p.all()
 		a.opts.OnSync(report)
 	}
 	return report
@@ -389,7 +394,7 @@ func syncDataplane(ctx context.Context, dp Dataplane, p *pending, full bool) (da
 			return stats, err
 		}
 	}
-	return dp.Sync(ctx, p.services, full)
+	return dp.Sync(ctx, p.all(), full)
 }
 
 func (a *Agent) setReadiness(err error) {

@@ -42,7 +42,7 @@ func RulesetWriter(dest string, log logr.Logger, dryRuns ...*dataplane.DryRun) f
 			return
 		}
 		if dest == StdoutLog {
-			log.Info("dry-run ruleset", "services", len(r.Services), "ruleset", text)
+			log.Info("dry-run ruleset", "services", r.Programmed, "ruleset", text)
 		} else if err := writeAtomically(dest, text); err != nil {
 			log.Error(err, "cannot write the dry-run ruleset", "path", dest)
 			return

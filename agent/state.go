@@ -44,6 +44,7 @@ type store struct {
 	triggers map[types.NamespacedName][]time.Time
 
 	converted map[types.NamespacedName]Converted
+	counts    convertedCounts
 	// order lists the keys of converted sorted, nil when a key came or went.
 	order []types.NamespacedName
 	// kick tells the sync loop that something changed.
@@ -205,10 +206,14 @@ func (s *store) importFor(svc *corev1.Service) *mcsv1beta1.ServiceImport {
 	return nil
 }
 
-// pending is the outcome of refresh: the dataplane input for every Service,
-// and what to observe once it has been programmed.
+// pending is the outcome of refresh: what changed since the last one, the
+// way to every Service's dataplane input, and what to observe once it has
+// been programmed.
 type pending struct {
-	services []dataplane.Service
+	// all lists every programmed Service's dataplane input, ordered by key.
+	// It is built on demand, for a full sync or a listener, since an
+	// incremental sync should not pay for the Services it does not touch.
+	all func() []dataplane.Service
 	// updated and removed are what changed since the last refresh: the Services converted
 	// again that are programmed, and the keys of those gone or no longer programmed.
 	updated []dataplane.Service
@@ -216,16 +221,38 @@ type pending struct {
 	// triggers are the trigger times of the Services converted again.
 	triggers map[types.NamespacedName][]time.Time
 	// changed counts the Services converted again.
-	changed int
-	// skipped counts Services not programmed at all; the noLocal counts
-	// feed the gauges of Local policies without local endpoints.
-	skipped                          int
+	changed  int
+	counts   convertedCounts
+	problems map[types.NamespacedName][]string
+}
+
+// convertedCounts are totals over every converted Service, kept as each one is
+// converted so that a sync reads them without a walk.
+type convertedCounts struct {
+	// programmed counts the Services given to the dataplanes, skipped those
+	// not programmed at all; the noLocal counts feed the gauges of Local
+	// policies without local endpoints.
+	programmed, skipped              int
 	noLocalInternal, noLocalExternal int
-	problems                         map[types.NamespacedName][]string
+}
+
+// add adds c's contribution to the counts, or takes it away with sign -1.
+func (n *convertedCounts) add(c Converted, sign int) {
+	if c.Skip != "" {
+		n.skipped += sign
+		return
+	}
+	n.programmed += sign
+	if c.NoLocalInternal {
+		n.noLocalInternal += sign
+	}
+	if c.NoLocalExternal {
+		n.noLocalExternal += sign
+	}
 }
 
 // refresh converts the dirty Services (every Service when all is set or the
-// node changed) and returns the full dataplane input, ordered by key.
+// node changed) and returns what changed.
 func (s *store) refresh(all bool) pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,7 +264,11 @@ func (s *store) refresh(all bool) pending {
 			delete(s.triggers, key)
 		}
 		svc := s.services[key]
-		if _, known := s.converted[key]; known != (svc != nil) {
+		old, known := s.converted[key]
+		if known {
+			s.counts.add(old, -1)
+		}
+		if known != (svc != nil) {
 			s.order = nil
 		}
 		if svc == nil {
@@ -254,6 +285,7 @@ func (s *store) refresh(all bool) pending {
 		slices.SortFunc(in.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
 		c := Convert(in, s.node)
 		s.converted[key] = c
+		s.counts.add(c, 1)
 		if c.Skip != "" {
 			out.removed = append(out.removed, key.String())
 		} else {
@@ -279,32 +311,39 @@ func (s *store) refresh(all bool) pending {
 	}
 	clear(s.dirty)
 	s.allDirty = false
-
-	if s.order == nil {
-		s.order = make([]types.NamespacedName, 0, len(s.converted))
-		for key := range s.converted {
-			s.order = append(s.order, key)
-		}
-		slices.SortFunc(s.order, func(a, b types.NamespacedName) int {
-			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-		})
-	}
-	out.services = make([]dataplane.Service, 0, len(s.order))
-	for _, key := range s.order {
-		c := s.converted[key]
-		if c.Skip != "" {
-			out.skipped++
-			continue
-		}
-		out.services = append(out.services, c.Service)
-		if c.NoLocalInternal {
-			out.noLocalInternal++
-		}
-		if c.NoLocalExternal {
-			out.noLocalExternal++
-		}
-	}
+	out.counts = s.counts
+	out.all = s.programmedServices()
 	return out
+}
+
+// programmedServices returns the builder of the list of every programmed
+// Service. The list is that of the last refresh, so the sync loop, the only
+// caller of refresh, uses it before its next one.
+func (s *store) programmedServices() func() []dataplane.Service {
+	var list []dataplane.Service
+	return func() []dataplane.Service {
+		if list != nil {
+			return list
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.order == nil {
+			s.order = make([]types.NamespacedName, 0, len(s.converted))
+			for key := range s.converted {
+				s.order = append(s.order, key)
+			}
+			slices.SortFunc(s.order, func(a, b types.NamespacedName) int {
+				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+			})
+		}
+		list = make([]dataplane.Service, 0, s.counts.programmed)
+		for _, key := range s.order {
+			if c := s.converted[key]; c.Skip == "" {
+				list = append(list, c.Service)
+			}
+		}
+		return list
+	}
 }
 
 // restoreTriggers puts back trigger times of a sync that failed and marks

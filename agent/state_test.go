@@ -56,40 +56,105 @@ func BenchmarkRefreshAll5000x10(b *testing.B) {
 	s := scaleStore(5000, 10)
 	b.ReportAllocs()
 	for b.Loop() {
-		if p := s.refresh(true); len(p.services) != 5000 {
-			b.Fatalf("%d services", len(p.services))
+		if p := s.refresh(true); len(p.all()) != 5000 {
+			b.Fatalf("%d services", len(p.all()))
 		}
 	}
 }
 
-// BenchmarkRefreshOneDirty5000x10 is the conversion part of an incremental
-// sync after one Service's slice changed among 5,000.
-func BenchmarkRefreshOneDirty5000x10(b *testing.B) {
-	s := scaleStore(5000, 10)
-	s.refresh(true)
-	key := types.NamespacedName{Namespace: "ns", Name: "svc-02500"}
-	sl := s.slices[key]["svc-02500-abcde"]
-	b.ReportAllocs()
-	for b.Loop() {
-		s.setSlice(key, sl.Name, sl, time.Time{})
-		if p := s.refresh(false); p.changed != 1 || len(p.services) != 5000 {
-			b.Fatalf("changed %d, services %d", p.changed, len(p.services))
+// BenchmarkRefreshOneDirty is the conversion part of an incremental sync
+// after one Service's slice changed, and after one Service was added: both
+// should cost the same whatever the number of Services.
+func BenchmarkRefreshOneDirty(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		s := scaleStore(n, 10)
+		s.refresh(true)
+		key := types.NamespacedName{Namespace: "ns", Name: "svc-00500"}
+		sl := s.slices[key]["svc-00500-abcde"]
+		b.Run(fmt.Sprintf("slice-changed/services=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.setSlice(key, sl.Name, sl, time.Time{})
+				if p := s.refresh(false); p.changed != 1 || len(p.updated) != 1 {
+					b.Fatalf("changed %d, updated %d", p.changed, len(p.updated))
+				}
+			}
+		})
+		added := types.NamespacedName{Namespace: "ns", Name: "svc-added"}
+		b.Run(fmt.Sprintf("service-added/services=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				s.setService(added, s.services[key])
+				s.setSlice(added, sl.Name, sl, time.Time{})
+				if p := s.refresh(false); p.changed != 1 || len(p.updated) != 1 {
+					b.Fatalf("changed %d, updated %d", p.changed, len(p.updated))
+				}
+				b.StopTimer()
+				s.setService(added, nil)
+				s.refresh(false)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// TestRefreshKeepsCountsOfEveryService checks the counts a sync reads without
+// a walk against a walk of the Service list, through adds, changes, deletes
+// and Services that are skipped.
+func TestRefreshKeepsCountsOfEveryService(t *testing.T) {
+	s := scaleStore(30, 3)
+	check := func(step string) {
+		t.Helper()
+		p := s.refresh(false)
+		all := p.all()
+		skipped := 0
+		for _, c := range s.converted {
+			if c.Skip != "" {
+				skipped++
+			}
+		}
+		if p.counts.programmed != len(all) || p.counts.skipped != skipped || len(all)+skipped != len(s.services) {
+			t.Fatalf("%s: counts %+v; listed %d programmed, %d skipped of %d Services", step, p.counts, len(all), skipped, len(s.services))
+		}
+		for i := 1; i < len(all); i++ {
+			if all[i-1].Key() >= all[i].Key() {
+				t.Fatalf("%s: list not ordered by key at %d: %s, %s", step, i, all[i-1].Key(), all[i].Key())
+			}
 		}
 	}
+	check("first refresh")
+	for i := range 10 {
+		key := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("svc-%05d", i*3)}
+		switch i % 3 {
+		case 0:
+			s.setService(key, nil)
+		case 1:
+			headless := s.services[key].DeepCopy()
+			headless.Spec.ClusterIP, headless.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
+			s.setService(key, headless)
+		case 2:
+			moved := s.services[key].DeepCopy()
+			moved.Namespace = "ns2"
+			s.setService(types.NamespacedName{Namespace: moved.Namespace, Name: moved.Name}, moved)
+		}
+		check(fmt.Sprintf("change %d", i))
+	}
+	s.setNode(&corev1.Node{})
+	check("after a node change")
 }
 
 func TestRefreshConvertsOnlyDirtyServices(t *testing.T) {
 	s := scaleStore(50, 3)
-	if p := s.refresh(false); p.changed != 50 || len(p.services) != 50 {
-		t.Fatalf("first refresh converted %d, returned %d services; want 50, 50", p.changed, len(p.services))
+	if p := s.refresh(false); p.changed != 50 || len(p.all()) != 50 {
+		t.Fatalf("first refresh converted %d, returned %d services; want 50, 50", p.changed, len(p.all()))
 	}
-	if p := s.refresh(false); p.changed != 0 || len(p.services) != 50 {
-		t.Fatalf("idle refresh converted %d, returned %d; want 0, 50", p.changed, len(p.services))
+	if p := s.refresh(false); p.changed != 0 || len(p.all()) != 50 {
+		t.Fatalf("idle refresh converted %d, returned %d; want 0, 50", p.changed, len(p.all()))
 	}
 	key := types.NamespacedName{Namespace: "ns", Name: "svc-00007"}
 	s.setService(key, nil)
-	if p := s.refresh(false); p.changed != 1 || len(p.services) != 49 {
-		t.Fatalf("after a delete converted %d, returned %d; want 1, 49", p.changed, len(p.services))
+	if p := s.refresh(false); p.changed != 1 || len(p.all()) != 49 {
+		t.Fatalf("after a delete converted %d, returned %d; want 1, 49", p.changed, len(p.all()))
 	}
 	s.setNode(&corev1.Node{})
 	if p := s.refresh(false); p.changed != 49 {
