@@ -45,7 +45,7 @@ func TestDispatchIsOneLookup(t *testing.T) {
 				if len(objs.chains) != 0 || len(objs.picks) != 1 || objs.picks[0].name != pickChainName(pickCluster, TCP, n) {
 					t.Fatalf("n=%d: chains %+v, picks %+v", n, objs.chains, objs.picks)
 				}
-				rules = objs.picks[0].rules[1:]
+				rules = objs.picks[0].rules // the masquerade is cluster-dispatch's, before the pick
 				if len(rules) != 1 {
 					t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
 				}
@@ -96,12 +96,16 @@ func TestServicesSharePickChains(t *testing.T) {
 	if got := count(dump, "add chain ") - count(base, "add chain "); got != 2 {
 		t.Errorf("%d chains beyond the base, want 2 (pick-cluster-tcp-1 and -2):\n%s", got, dump)
 	}
-	if got := count(dump, "add set ") + count(dump, "add map ") - count(base, "add set ") - count(base, "add map "); got != 0 {
-		t.Errorf("%d sets or maps beyond the base", got)
+	// Each cluster pick chain has the set of the ports that lead to it, and one dispatch rule.
+	if got := count(dump, "add set ") + count(dump, "add map ") - count(base, "add set ") - count(base, "add map "); got != 2 {
+		t.Errorf("%d sets or maps beyond the base, want 2 (the pick chains' sets)", got)
 	}
-	for _, want := range []string{"add rule ip fleetslice pick-cluster-tcp-1 ", "add rule ip fleetslice pick-cluster-tcp-2 "} {
-		if count(dump, want) != 2 {
-			t.Errorf("want 2 rules starting %q:\n%s", want, dump)
+	for _, pick := range []string{"pick-cluster-tcp-1", "pick-cluster-tcp-2"} {
+		for _, want := range []string{"add set ip fleetslice " + pick + " ", "add rule ip fleetslice " + pick + " ",
+			"add rule ip fleetslice " + chainClusterDispatch + " ip daddr . meta l4proto . th dport @" + pick + " goto " + pick} {
+			if count(dump, want) != 1 {
+				t.Errorf("want 1 line starting %q:\n%s", want, dump)
+			}
 		}
 	}
 }

@@ -149,9 +149,14 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		for _, p := range c.objs.picks {
 			if s.pickRefs[p.name] <= 0 && !written[p.name] {
 				written[p.name] = true
-				writeChain(tx, p)
+				writePick(tx, p, s.fam)
 			}
 		}
+	}
+	// The dispatch rules change only when a cluster pick chain comes or goes; they name the
+	// chains and sets just written, and drop those retired below.
+	if inUse := clusterPicksInUse(pickRefs); !slices.Equal(inUse, clusterPicksInUse(s.pickRefs)) {
+		writeDispatch(tx, inUse, s.fam, true)
 	}
 	for _, c := range changes {
 		if c.objs == nil {
@@ -234,6 +239,10 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 			if s.pickRefs[name] > 0 {
 				tx.Flush(&knftables.Chain{Name: name})
 				stale[name] = now
+				if isClusterPick(name) {
+					// The dispatch rule naming it went above, in this transaction.
+					tx.Delete(&knftables.Set{Name: name})
+				}
 			}
 			delete(pickRefs, name)
 		}

@@ -47,29 +47,31 @@ func (f family) dnatTarget(ap netip.AddrPort) string {
 
 // Names of the fixed objects of the table.
 const (
-	chainNATPrerouting  = "nat-prerouting"
-	chainNATOutput      = "nat-output"
-	chainNATPostrouting = "nat-postrouting"
-	chainFilterInput    = "filter-input"
-	chainFilterForward  = "filter-forward"
-	chainFilterOutput   = "filter-output"
-	chainServices       = "services"
-	chainEndpointChecks = "endpoint-checks"
-	chainNodePortChecks = "nodeport-checks"
-	chainReject         = "reject-service"
-	chainMasquerading   = "masquerading"
-	chainMarkMasquerade = "mark-for-masquerade"
-	chainClusterMasq    = "cluster-masquerade"
-	mapServiceIPs       = "service-ips"
-	mapServiceNodePorts = "service-nodeports"
-	mapNoEndpointIPs    = "no-endpoint-services"
-	mapNoEndpointPorts  = "no-endpoint-nodeports"
-	setHairpin          = "hairpin-endpoints"
-	setPodCIDRs         = "pod-cidrs"
-	verdictReject       = "goto " + chainReject
-	verdictDrop         = "drop"
-	maxObjectNameLength = 96
-	nameHashAlphabet    = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	chainNATPrerouting   = "nat-prerouting"
+	chainNATOutput       = "nat-output"
+	chainNATPostrouting  = "nat-postrouting"
+	chainFilterInput     = "filter-input"
+	chainFilterForward   = "filter-forward"
+	chainFilterOutput    = "filter-output"
+	chainServices        = "services"
+	chainEndpointChecks  = "endpoint-checks"
+	chainNodePortChecks  = "nodeport-checks"
+	chainReject          = "reject-service"
+	chainMasquerading    = "masquerading"
+	chainMarkMasquerade  = "mark-for-masquerade"
+	chainClusterMasq     = "cluster-masquerade"
+	chainClusterDispatch = "cluster-dispatch"
+	setClusterPorts      = "cluster-ports"
+	mapServiceIPs        = "service-ips"
+	mapServiceNodePorts  = "service-nodeports"
+	mapNoEndpointIPs     = "no-endpoint-services"
+	mapNoEndpointPorts   = "no-endpoint-nodeports"
+	setHairpin           = "hairpin-endpoints"
+	setPodCIDRs          = "pod-cidrs"
+	verdictReject        = "goto " + chainReject
+	verdictDrop          = "drop"
+	maxObjectNameLength  = 96
+	nameHashAlphabet     = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 )
 
 var nameEncoding = base32.NewEncoding(nameHashAlphabet).WithPadding(base32.NoPadding)

@@ -174,8 +174,8 @@ func driftIsFoundAndRepaired(t *testing.T, l *driftLab, backend string) {
 		{"set element added", DriftContentChanged, func() {
 			l.nftCmd("add", "element", "ip", TableName, setPodCIDRs, "{ 192.0.2.0/24 }")
 		}},
-		{"map element deleted", DriftContentChanged, func() {
-			l.nftCmd("delete", "element", "ip", TableName, mapServiceIPs, "{ 10.96.0.10 . tcp . 80 }")
+		{"cluster port deleted", DriftContentChanged, func() {
+			l.nftCmd("delete", "element", "ip", TableName, setClusterPorts, "{ 10.96.0.10 . tcp . 80 }")
 		}},
 	}
 	for _, tc := range cases {

@@ -27,7 +27,7 @@ func (c chainContent) sum() uint64 {
 	return h.Sum64()
 }
 
-// mapEntry is one element of a map.
+// mapEntry is one element of a map, or of a set when it has no value.
 type mapEntry struct {
 	mapName string
 	key     []string
@@ -46,6 +46,9 @@ func (e mapEntry) written() string { return e.value + "\x00" + e.comment }
 
 func (e mapEntry) element() *knftables.Element {
 	el := &knftables.Element{Map: e.mapName, Key: e.key, Value: []string{e.value}}
+	if e.value == "" { // an element of a set
+		el = &knftables.Element{Set: e.mapName, Key: e.key}
+	}
 	if e.comment != "" {
 		el.Comment = &e.comment
 	}
@@ -225,13 +228,14 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	base(chainFilterForward, filterType, knftables.ForwardHook, knftables.FilterPriority)
 	base(chainFilterOutput, filterType, knftables.OutputHook, knftables.FilterPriority)
 	for _, name := range []string{chainServices, chainEndpointChecks, chainNodePortChecks, chainReject,
-		chainMasquerading, chainMarkMasquerade, chainClusterMasq} {
+		chainMasquerading, chainMarkMasquerade, chainClusterMasq, chainClusterDispatch} {
 		tx.Add(&knftables.Chain{Name: name})
 	}
 
 	ipKey := fam.addrType + " . inet_proto . inet_service : verdict"
 	portKey := "inet_proto . inet_service : verdict"
 	tx.Add(&knftables.Map{Name: mapServiceIPs, Type: ipKey})
+	tx.Add(&knftables.Set{Name: setClusterPorts, Type: clusterPortKey(fam)})
 	tx.Add(&knftables.Map{Name: mapServiceNodePorts, Type: portKey})
 	tx.Add(&knftables.Map{Name: mapNoEndpointIPs, Type: ipKey})
 	tx.Add(&knftables.Map{Name: mapNoEndpointPorts, Type: portKey})
@@ -249,6 +253,7 @@ func writeBase(tx *txn, fam family, opts *Options) {
 		{chainFilterForward, "ct state new jump " + chainEndpointChecks},
 		{chainFilterOutput, "ct state new jump " + chainEndpointChecks},
 		{chainServices, ip + " daddr . meta l4proto . th dport vmap @" + mapServiceIPs},
+		{chainServices, ip + " daddr . meta l4proto . th dport @" + setClusterPorts + " goto " + chainClusterDispatch},
 		{chainServices, notLoopback + " meta l4proto . th dport vmap @" + mapServiceNodePorts},
 		{chainEndpointChecks, ip + " daddr . meta l4proto . th dport vmap @" + mapNoEndpointIPs},
 		{chainNodePortChecks, notLoopback + " meta l4proto . th dport vmap @" + mapNoEndpointPorts},

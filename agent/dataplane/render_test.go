@@ -48,6 +48,7 @@ func goldenServices() []Service {
 }
 
 const goldenDump = `add table ip fleetslice { comment "fleetslice node agent: Service load balancing" ; }
+add chain ip fleetslice cluster-dispatch
 add chain ip fleetslice cluster-masquerade
 add chain ip fleetslice endpoint-checks
 add chain ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
@@ -71,7 +72,11 @@ add chain ip fleetslice services
 add chain ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_
 add set ip fleetslice aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
+add set ip fleetslice cluster-ports { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice hairpin-endpoints { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; }
+add set ip fleetslice pick-cluster-tcp-1 { type ipv4_addr . inet_proto . inet_service ; }
+add set ip fleetslice pick-cluster-tcp-2 { type ipv4_addr . inet_proto . inet_service ; }
+add set ip fleetslice pick-cluster-udp-1 { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pod-cidrs { type ipv4_addr ; flags interval ; }
 add map ip fleetslice cluster-endpoints-sctp { typeof ip daddr . sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
 add map ip fleetslice cluster-endpoints-tcp { typeof ip daddr . tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
@@ -84,6 +89,10 @@ add map ip fleetslice nodeport-endpoints-tcp { typeof tcp dport . numgen random 
 add map ip fleetslice nodeport-endpoints-udp { typeof udp dport . numgen random mod 1 : ip daddr . udp dport ; }
 add map ip fleetslice service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice service-nodeports { type inet_proto . inet_service : verdict ; }
+add rule ip fleetslice cluster-dispatch jump cluster-masquerade
+add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-1 goto pick-cluster-tcp-1
+add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-2 goto pick-cluster-tcp-2
+add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-udp-1 goto pick-cluster-udp-1
 add rule ip fleetslice cluster-masquerade ip saddr != @pod-cidrs jump mark-for-masquerade
 add rule ip fleetslice endpoint-checks ip daddr . meta l4proto . th dport vmap @no-endpoint-services
 add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 update @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { ip saddr }
@@ -101,11 +110,8 @@ add rule ip fleetslice nat-output jump services
 add rule ip fleetslice nat-postrouting jump masquerading
 add rule ip fleetslice nat-prerouting jump services
 add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
-add rule ip fleetslice pick-cluster-tcp-1 jump cluster-masquerade
 add rule ip fleetslice pick-cluster-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 1 map @cluster-endpoints-tcp
-add rule ip fleetslice pick-cluster-tcp-2 jump cluster-masquerade
 add rule ip fleetslice pick-cluster-tcp-2 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 2 map @cluster-endpoints-tcp
-add rule ip fleetslice pick-cluster-udp-1 jump cluster-masquerade
 add rule ip fleetslice pick-cluster-udp-1 meta l4proto udp dnat ip addr . port to ip daddr . udp dport . numgen random mod 1 map @cluster-endpoints-udp
 add rule ip fleetslice pick-local-tcp-1 meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 1 map @nodeport-endpoints-tcp
 add rule ip fleetslice pick-nodeport-tcp-2 jump mark-for-masquerade
@@ -113,12 +119,27 @@ add rule ip fleetslice pick-nodeport-tcp-2 meta l4proto tcp dnat ip addr . port 
 add rule ip fleetslice reject-service meta l4proto tcp reject with tcp reset
 add rule ip fleetslice reject-service reject
 add rule ip fleetslice services ip daddr . meta l4proto . th dport vmap @service-ips
+add rule ip fleetslice services ip daddr . meta l4proto . th dport @cluster-ports goto cluster-dispatch
 add rule ip fleetslice services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ jump cluster-masquerade
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap @epsv-BDBNSD6SSVGP-shop/session/tcp/_
+add element ip fleetslice cluster-ports { 10.96.0.10 . tcp . 80 comment "shop/cart:http" }
+add element ip fleetslice cluster-ports { 10.96.0.50 . tcp . 81 comment "shop/edge:alt" }
+add element ip fleetslice cluster-ports { 10.96.0.50 . tcp . 80 comment "shop/edge:http" }
+add element ip fleetslice cluster-ports { 10.96.0.20 . udp . 53 comment "shop/web:dns" }
+add element ip fleetslice cluster-ports { 242.1.0.20 . udp . 53 comment "shop/web:dns" }
+add element ip fleetslice cluster-ports { 10.96.0.20 . tcp . 80 comment "shop/web:http" }
+add element ip fleetslice cluster-ports { 242.1.0.20 . tcp . 80 comment "shop/web:http" }
 add element ip fleetslice hairpin-endpoints { 10.244.1.8 . 10.244.1.8 . tcp . 8443 }
+add element ip fleetslice pick-cluster-tcp-1 { 10.96.0.10 . tcp . 80 }
+add element ip fleetslice pick-cluster-tcp-1 { 10.96.0.50 . tcp . 81 }
+add element ip fleetslice pick-cluster-tcp-2 { 10.96.0.50 . tcp . 80 }
+add element ip fleetslice pick-cluster-tcp-2 { 10.96.0.20 . tcp . 80 }
+add element ip fleetslice pick-cluster-tcp-2 { 242.1.0.20 . tcp . 80 }
+add element ip fleetslice pick-cluster-udp-1 { 10.96.0.20 . udp . 53 }
+add element ip fleetslice pick-cluster-udp-1 { 242.1.0.20 . udp . 53 }
 add element ip fleetslice pod-cidrs { 10.244.0.0/16 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.10 . 80 . 0 : 10.244.1.5 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 81 . 0 : 10.244.2.9 . 81 }
@@ -138,14 +159,7 @@ add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 comment "
 add element ip fleetslice nodeport-endpoints-tcp { 30050 . 0 : 10.244.1.9 . 80 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 1 : 10.244.2.7 . 8080 }
-add element ip fleetslice service-ips { 10.96.0.10 . tcp . 80 comment "shop/cart:http" : goto pick-cluster-tcp-1 }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 81 comment "shop/edge:alt" : goto pick-cluster-tcp-1 }
-add element ip fleetslice service-ips { 10.96.0.50 . tcp . 80 comment "shop/edge:http" : goto pick-cluster-tcp-2 }
 add element ip fleetslice service-ips { 10.96.0.30 . tcp . 443 comment "shop/session:_" : goto svc-BDBNSD6SSVGP-shop/session/tcp/_ }
-add element ip fleetslice service-ips { 10.96.0.20 . udp . 53 comment "shop/web:dns" : goto pick-cluster-udp-1 }
-add element ip fleetslice service-ips { 242.1.0.20 . udp . 53 comment "shop/web:dns" : goto pick-cluster-udp-1 }
-add element ip fleetslice service-ips { 10.96.0.20 . tcp . 80 comment "shop/web:http" : goto pick-cluster-tcp-2 }
-add element ip fleetslice service-ips { 242.1.0.20 . tcp . 80 comment "shop/web:http" : goto pick-cluster-tcp-2 }
 add element ip fleetslice service-nodeports { tcp . 30050 comment "shop/edge:http" : goto pick-local-tcp-1 }
 add element ip fleetslice service-nodeports { tcp . 30080 comment "shop/web:http" : goto pick-nodeport-tcp-2 }
 `
@@ -230,7 +244,9 @@ func TestIPv6TableUsesOnlyIPv6(t *testing.T) {
 		"add map ip6 fleetslice cluster-endpoints-tcp { typeof ip6 daddr . tcp dport . numgen random mod 1 : ip6 daddr . tcp dport ; }",
 		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 0 : fd00:244::5 . 80 }",
 		"add element ip6 fleetslice cluster-endpoints-tcp { fd00:96::1 . 80 . 1 : fd00:244::6 . 80 }",
-		`add element ip6 fleetslice service-ips { fd00:96::1 . tcp . 80 comment "a/dual:http" : goto pick-cluster-tcp-2 }`,
+		`add element ip6 fleetslice cluster-ports { fd00:96::1 . tcp . 80 comment "a/dual:http" }`,
+		"add element ip6 fleetslice pick-cluster-tcp-2 { fd00:96::1 . tcp . 80 }",
+		"add rule ip6 fleetslice cluster-dispatch ip6 daddr . meta l4proto . th dport @pick-cluster-tcp-2 goto pick-cluster-tcp-2",
 		`add element ip6 fleetslice service-nodeports { tcp . 30001 comment "a/dual:http" : goto pick-nodeport-tcp-2 }`,
 		"add element ip6 fleetslice nodeport-endpoints-tcp { 30001 . 1 : fd00:244::6 . 80 }",
 	} {

@@ -420,10 +420,11 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 		// walk the map's elements (see pick.go).
 		for _, c := range rendered[i].picks {
 			if pickRefs[c.name]++; pickRefs[c.name] == 1 {
-				writeChain(tx, c)
+				writePick(tx, c, s.fam)
 			}
 		}
 	}
+	writeDispatch(tx, clusterPicksInUse(pickRefs), s.fam, false)
 	for i := range desired {
 		writeServiceObjects(tx, &rendered[i], s.fam, never)
 	}

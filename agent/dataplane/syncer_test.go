@@ -36,15 +36,20 @@ func TestIncrementalSyncTouchesOnlyTheChangedService(t *testing.T) {
 	if st.Full || st.Changed != 1 || st.Removed != 0 || st.Services != 30 {
 		t.Fatalf("stats = %+v", st)
 	}
-	// Three endpoints instead of two: the port's verdict moves to the shared pick chain for
-	// three, which this sync creates, and two of its map elements change.
+	// Three endpoints instead of two: the port moves to the set of the shared pick chain for
+	// three, which this sync creates with its dispatch rule, and two of its map elements
+	// change. Its cluster-ports element stays.
 	want := []string{
-		"delete element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 }",
+		"delete element ip fleetslice pick-cluster-tcp-2 { 10.96.1.8 . tcp . 80 }",
 		"delete element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 1 }",
+		"add set ip fleetslice pick-cluster-tcp-3 { type ipv4_addr . inet_proto . inet_service ; }",
 		"add chain ip fleetslice pick-cluster-tcp-3",
-		"add rule ip fleetslice pick-cluster-tcp-3 jump cluster-masquerade",
 		"add rule ip fleetslice pick-cluster-tcp-3 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 3 map @cluster-endpoints-tcp",
-		`add element ip fleetslice service-ips { 10.96.1.8 . tcp . 80 comment "ns/s07:http" : goto pick-cluster-tcp-3 }`,
+		"flush chain ip fleetslice cluster-dispatch",
+		"add rule ip fleetslice cluster-dispatch jump cluster-masquerade",
+		"add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-2 goto pick-cluster-tcp-2",
+		"add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-3 goto pick-cluster-tcp-3",
+		"add element ip fleetslice pick-cluster-tcp-3 { 10.96.1.8 . tcp . 80 }",
 		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 1 : 10.244.3.8 . 8080 }",
 		"add element ip fleetslice cluster-endpoints-tcp { 10.96.1.8 . 80 . 2 : 10.244.4.8 . 8080 }",
 	}
@@ -210,7 +215,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 	services := manyServices(3)
 	mustSync(t, s, services, true)
 	tx := fake.NewTransaction()
-	tx.Delete(&knftables.Element{Map: mapServiceIPs, Key: []string{"10.96.1.1", "tcp", "80"}})
+	tx.Delete(&knftables.Element{Set: setClusterPorts, Key: []string{"10.96.1.1", "tcp", "80"}})
 	tx.Add(&knftables.Chain{Name: "intruder"})
 	tx.Add(&knftables.Rule{Chain: "intruder", Rule: "drop"})
 	if err := fake.Run(context.Background(), tx); err != nil {

@@ -34,11 +34,11 @@ var (
 	mapElement  = regexp.MustCompile(`^add element ip fleetslice epsv?-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) \{ \d+ : (.+) \}$`)
 )
 
-// A port without affinity is an element of service-ips, labelled "namespace/name:port", that
+// A port without affinity is an element of cluster-ports, labelled "namespace/name:port", that
 // leads to a shared pick chain; its endpoints are the elements of the protocol's
 // cluster-endpoints map under the same address and port (an endpoint of weight w fills w).
 var (
-	portVerdict = regexp.MustCompile(`^add element ip fleetslice service-ips \{ (\S+) \. (\w+) \. (\d+) comment "([^"]+)" : goto pick-cluster-`)
+	portVerdict = regexp.MustCompile(`^add element ip fleetslice cluster-ports \{ (\S+) \. (\w+) \. (\d+) comment "([^"]+)" \}$`)
 	pickElement = regexp.MustCompile(`^add element ip fleetslice cluster-endpoints-(\w+) \{ (\S+) \. (\d+) \. \d+ : (\S+) \. \d+ \}$`)
 )
 

@@ -31,8 +31,10 @@ add element ip fleetslice cluster-endpoints-tcp { 10.0.0.150 . 80 . 1 : 10.1.6.1
 add element ip fleetslice cluster-endpoints-tcp { 10.0.0.150 . 80 . 2 : 10.1.6.2 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 10.0.0.151 . 80 . 0 : 10.1.7.1 . 8080 }
 add element ip fleetslice cluster-endpoints-udp { 10.0.0.150 . 80 . 0 : 10.1.8.1 . 8080 }
-add element ip fleetslice service-ips { 10.0.0.150 . tcp . 80 comment "demo/shared:http" : goto pick-cluster-tcp-3 }
-add element ip fleetslice service-ips { 10.0.0.151 . tcp . 80 comment "demo/other:http" : goto pick-cluster-tcp-1 }
+add element ip fleetslice cluster-ports { 10.0.0.150 . tcp . 80 comment "demo/shared:http" }
+add element ip fleetslice pick-cluster-tcp-3 { 10.0.0.150 . tcp . 80 }
+add element ip fleetslice cluster-ports { 10.0.0.151 . tcp . 80 comment "demo/other:http" }
+add element ip fleetslice pick-cluster-tcp-1 { 10.0.0.151 . tcp . 80 }
 `
 	if err := os.WriteFile(path, []byte(ruleset), 0o644); err != nil {
 		t.Fatal(err)

@@ -52,12 +52,13 @@ func TestFreshRenderMatchesDataplaneRender(t *testing.T) {
 		t.Fatalf("dataplane.Render and the recorded transaction differ: %s", diff)
 	}
 	c := want.counts()
-	// 120 Services: 13 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
+	// 120 Services: 14 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
 	// traffic to 10 endpoints), and the 2 affinity Services' own chains (a service chain and 10
-	// endpoint chains each); 6 fixed sets and maps, the 6 shared endpoint maps, and per affinity
-	// Service 10 affinity sets and a verdict map. The other Services have only map elements.
-	if c.Chains != 13+3+2*11 || c.Sets != 6+6+2*11 {
-		t.Errorf("counts %+v, want 38 chains and 34 sets and maps", c)
+	// endpoint chains each); 7 fixed sets and maps, the 6 shared endpoint maps, the cluster pick
+	// chain's set, and per affinity Service 10 affinity sets and a verdict map. The other
+	// Services have only set and map elements.
+	if c.Chains != 14+3+2*11 || c.Sets != 7+6+1+2*11 {
+		t.Errorf("counts %+v, want 39 chains and 36 sets and maps", c)
 	}
 }
 
@@ -83,12 +84,12 @@ func TestComparisonCatchesBrokenTables(t *testing.T) {
 	}
 	edits := map[string]func([]string) []string{
 		"element missing": func(ls []string) []string {
-			i := firstWith("add element ip fleetslice service-ips ")
+			i := firstWith("add element ip fleetslice cluster-ports ")
 			return append(ls[:i:i], ls[i+1:]...)
 		},
 		"element leads elsewhere": func(ls []string) []string {
-			i := firstWith("add element ip fleetslice service-ips ", "goto pick-cluster-")
-			ls[i] = strings.Replace(ls[i], "goto pick-cluster-", "goto pick-nodeport-", 1)
+			i := firstWith("add element ip fleetslice service-nodeports ", "goto pick-nodeport-")
+			ls[i] = strings.Replace(ls[i], "goto pick-nodeport-", "goto pick-local-", 1)
 			return ls
 		},
 		"endpoint address changed in a map": func(ls []string) []string {
@@ -215,7 +216,7 @@ func TestKernelDriftIsReported(t *testing.T) {
 	if diff := compare(); diff != "" {
 		t.Fatalf("the kernel's table differs from the render right after a full sync: %s", diff)
 	}
-	if _, err := b.ns.Command("", "nft", "delete", "element", "ip", dataplane.TableName, "service-ips",
+	if _, err := b.ns.Command("", "nft", "delete", "element", "ip", dataplane.TableName, "cluster-ports",
 		"{ 10.96.0.3 . tcp . 80 }"); err != nil {
 		t.Fatal(err)
 	}
