@@ -77,7 +77,7 @@ func Part() bench.Part {
 			fs.StringVar(&o.versus, "agent-kube-proxy", o.versus,
 				"agent part: run kube-proxy (nftables mode) and the agent binary side by side on one API server: auto (when the kube-proxy binary of make kube-proxy, bin/agent, root, ip and nft are all there), on or off")
 			fs.StringSliceVar(&o.versusSizes, "agent-kube-proxy-sizes", o.versusSizes,
-				fmt.Sprintf("agent part: side-by-side sizes as SERVICESxENDPOINTS (default %v, or %v with --quick)", VersusSizes, QuickVersusSizes))
+				fmt.Sprintf("agent part: side-by-side sizes as SERVICESxENDPOINTS, with /agent for the agent alone (default %v, or %v with --quick)", VersusSizes, QuickVersusSizes))
 			fs.IntVar(&o.versusRuns, "agent-kube-proxy-runs", o.versusRuns,
 				fmt.Sprintf("agent part: side-by-side runs of each change per size and program (default %d, or %d with --quick)", versusRuns, quickVersusRuns))
 		},

@@ -32,10 +32,23 @@ const (
 	VersusOff  = "off"
 )
 
-// versusSize is one Service count and endpoints per Service.
-type versusSize struct{ services, endpoints int }
+// versusSize is one Service count and endpoints per Service; agentOnly runs the agent alone, for
+// sizes where kube-proxy's cold sync would take most of an hour.
+type versusSize struct {
+	services, endpoints int
+	agentOnly           bool
+}
 
-func (s versusSize) String() string { return fmt.Sprintf("%dx%d", s.services, s.endpoints) }
+// agentOnlySuffix marks a size the agent runs alone: "50000x10/agent".
+const agentOnlySuffix = "/agent"
+
+func (s versusSize) String() string {
+	out := fmt.Sprintf("%dx%d", s.services, s.endpoints)
+	if s.agentOnly {
+		out += agentOnlySuffix
+	}
+	return out
+}
 
 // VersusSizes are measured side by side, QuickVersusSizes with --quick.
 var (
@@ -77,14 +90,15 @@ const (
 func parseVersusSizes(specs []string) ([]versusSize, error) {
 	var out []versusSize
 	for _, spec := range specs {
-		a, b, ok := strings.Cut(strings.TrimSpace(spec), "x")
+		spec, agentOnly := strings.CutSuffix(strings.TrimSpace(spec), agentOnlySuffix)
+		a, b, ok := strings.Cut(spec, "x")
 		n, errN := strconv.Atoi(a)
 		e, errE := strconv.Atoi(b)
 		if !ok || errN != nil || errE != nil || n < 1 || n > MaxServices || e < 1 || e > MaxEndpoints || n*e > MaxEndpointAddresses {
-			return nil, fmt.Errorf("side-by-side size %q: want SERVICESxENDPOINTS, such as 1000x10, within 1..%d and 1..%d",
+			return nil, fmt.Errorf("side-by-side size %q: want SERVICESxENDPOINTS, such as 1000x10 (or 50000x10/agent for the agent alone), within 1..%d and 1..%d",
 				spec, MaxServices, MaxEndpoints)
 		}
-		out = append(out, versusSize{services: n, endpoints: e})
+		out = append(out, versusSize{services: n, endpoints: e, agentOnly: agentOnly})
 	}
 	return out, nil
 }
@@ -208,6 +222,9 @@ func (v *versusRun) oneSize(ctx context.Context, size versusSize) (res versusRes
 		time.Since(start).Round(time.Millisecond))
 	ch := &churn{}
 	for _, p := range v.programs {
+		if size.agentOnly && p.name != "agent" {
+			continue
+		}
 		m := &measuring{versusRun: v, client: c, services: services, churn: ch, size: size}
 		pr, err := m.program(ctx, p, u.Host, kubeconfig, workdir)
 		services = m.services

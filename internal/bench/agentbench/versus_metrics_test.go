@@ -2,6 +2,7 @@ package agentbench
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,14 +127,15 @@ func TestHoldsAll(t *testing.T) {
 }
 
 func TestParseVersusSizes(t *testing.T) {
-	got, err := parseVersusSizes([]string{"1000x10", " 5000x50"})
+	got, err := parseVersusSizes([]string{"1000x10", " 5000x50", "50000x10/agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0] != (versusSize{1000, 10}) || got[1] != (versusSize{5000, 50}) {
-		t.Errorf("sizes = %v", got)
+	want := []versusSize{{services: 1000, endpoints: 10}, {services: 5000, endpoints: 50}, {services: 50000, endpoints: 10, agentOnly: true}}
+	if !slices.Equal(got, want) || got[2].String() != "50000x10/agent" {
+		t.Errorf("sizes = %v, want %v", got, want)
 	}
-	for _, bad := range []string{"1000", "x10", "0x10", "10x0", "10x1001", "1000x", "ax10", "2000000x10"} {
+	for _, bad := range []string{"1000", "x10", "0x10", "10x0", "10x1001", "1000x", "ax10", "2000000x10", "100x10/kube-proxy", "/agent"} {
 		if _, err := parseVersusSizes([]string{bad}); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

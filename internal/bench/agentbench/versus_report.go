@@ -153,7 +153,11 @@ func versusIntro(sizes []versusSize, runs int, skipped string) string {
 	}
 	var s []string
 	for _, z := range sizes {
-		s = append(s, fmt.Sprintf("%s × %s", bench.Count(int64(z.services)), bench.Count(int64(z.endpoints))))
+		label := fmt.Sprintf("%s × %s", bench.Count(int64(z.services)), bench.Count(int64(z.endpoints)))
+		if z.agentOnly {
+			label += " (the agent alone)"
+		}
+		s = append(s, label)
 	}
 	return fmt.Sprintf(`**Side by side with kube-proxy v1.37.2** (built from source by hack/k8s-binaries.sh kube-proxy) at %s
 Services × endpoints: for each size one API server (envtest's etcd and kube-apiserver) holds the same Services and

@@ -17,7 +17,7 @@ func samples(own float64, outside time.Duration, n int) []versusSample {
 
 func TestVersusTables(t *testing.T) {
 	res := []versusResult{{
-		size: versusSize{1000, 10},
+		size: versusSize{services: 1000, endpoints: 10},
 		programs: []programResult{
 			{name: "agent", lines: 900, counts: tableCounts{Chains: 10, Rules: 20, Sets: 3, Elements: 1000}, rss: 64 << 20, load: "1.00, 2.00, 3.00",
 				steps: []versusStep{
@@ -92,7 +92,7 @@ func TestVersusIntroSaysWhyItWasSkipped(t *testing.T) {
 		!strings.Contains(got, "kube-proxy binary") {
 		t.Errorf("intro = %q", got)
 	}
-	got := versusIntro([]versusSize{{1000, 10}, {5000, 50}}, 5, "")
+	got := versusIntro([]versusSize{{services: 1000, endpoints: 10}, {services: 5000, endpoints: 50}}, 5, "")
 	for _, want := range []string{"1,000 × 10, 5,000 × 50", "5\nruns", "v1.37.2"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("intro lacks %q:\n%s", want, got)
