@@ -139,3 +139,42 @@ func TestHandlersLogListErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPodChangeMatters(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	pending := pod("a", web, "", false)
+	pending.Status.Phase, pending.Status.Conditions = corev1.PodPending, nil
+	scheduled := pending.DeepCopy()
+	scheduled.Spec.NodeName = "n1"
+	relabelled := scheduled.DeepCopy()
+	relabelled.Labels = map[string]string{"app": "other"}
+	running := scheduled.DeepCopy()
+	running.Status.Phase, running.Status.PodIP = corev1.PodRunning, "10.0.0.1"
+	ready := running.DeepCopy()
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	succeeded := ready.DeepCopy()
+	succeeded.Status.Phase = corev1.PodSucceeded
+	finished := succeeded.DeepCopy()
+	finished.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", RestartCount: 1}}
+	for _, tc := range []struct {
+		name     string
+		old, new *corev1.Pod
+		want     bool
+	}{
+		{"created without an IP", nil, pending, false},
+		{"scheduled without an IP", pending, scheduled, false},
+		{"relabelled without an IP", scheduled, relabelled, false},
+		{"deleted without an IP", scheduled, nil, false},
+		{"given an IP", scheduled, running, true},
+		{"created with an IP", nil, running, true},
+		{"ready", running, ready, true},
+		{"deleted with an IP", ready, nil, true},
+		{"finished", ready, succeeded, true},
+		{"changed after it finished", succeeded, finished, false},
+		{"nothing at all", nil, nil, false},
+	} {
+		if got := PodChangeMatters(tc.old, tc.new); got != tc.want {
+			t.Errorf("%s: PodChangeMatters = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

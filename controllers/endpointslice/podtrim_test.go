@@ -138,7 +138,7 @@ func TestTrimPodDropsTheRestAndKeepsChangeDetection(t *testing.T) {
 		changed := full.DeepCopy()
 		change(changed)
 		after, _ := TrimPod(changed)
-		if podChangeMatters(full, changed) != podChangeMatters(pod, after.(*corev1.Pod)) {
+		if PodChangeMatters(full, changed) != PodChangeMatters(pod, after.(*corev1.Pod)) {
 			t.Errorf("trimming changes whether an update matters")
 		}
 	}

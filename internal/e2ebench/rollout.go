@@ -205,6 +205,12 @@ func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 		fmt.Fprintf(opts.Log, "[%s] %s\n", side.Controller, what)
 	}
 	start := time.Now()
+	stopTrace, err := tracePods(ctx, cfg, workloadNamespace, side.Controller, what, start)
+	if err != nil {
+		_, _ = stopWatch()
+		return fail(err)
+	}
+	defer func() { _ = stopTrace() }()
 	if err := act(c); err != nil {
 		_, _ = stopWatch()
 		return fail(err)

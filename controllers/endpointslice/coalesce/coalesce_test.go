@@ -43,10 +43,20 @@ func TestCoalescer(t *testing.T) {
 			{ms: 360, wantMS: 100}, {ms: 440, wantMS: 100}, {ms: 520, wantMS: 30},
 			{ms: 540, sync: true, wantMS: 10}, {ms: 550, sync: true},
 		}},
-		{"after a budget sync the burst goes on in a new window", []step{
+		{"after a burst's sync the Service churns: the next window runs to its end", []step{
 			{ms: 0}, {ms: 0, sync: true}, {ms: 50, wantMS: 100}, {ms: 130, wantMS: 100},
 			{ms: 210, wantMS: 100}, {ms: 290, wantMS: 100}, {ms: 370, wantMS: 100}, {ms: 450, wantMS: 100},
-			{ms: 530, wantMS: 20}, {ms: 550, sync: true}, {ms: 560, wantMS: 100}, {ms: 660, sync: true},
+			{ms: 530, wantMS: 20}, {ms: 550, sync: true}, {ms: 560, wantMS: 500}, {ms: 660, sync: true, wantMS: 400},
+			{ms: 800, wantMS: 260}, {ms: 1060, sync: true},
+		}},
+		{"under churn a quiet spell does not close the window, nor sync a change alone", []step{
+			{ms: 0}, {ms: 0, sync: true}, {ms: 10, wantMS: 100}, {ms: 110, sync: true},
+			{ms: 120, wantMS: 500}, {ms: 300, wantMS: 320}, {ms: 620, sync: true},
+			{ms: 1000, wantMS: 500}, {ms: 1500, sync: true}, {ms: 2001}, {ms: 2001, sync: true},
+		}},
+		{"a burst window after a burst's sync, the churn is over", []step{
+			{ms: 0}, {ms: 0, sync: true}, {ms: 10, wantMS: 100}, {ms: 110, sync: true},
+			{ms: 610}, {ms: 610, sync: true}, {ms: 650, wantMS: 100}, {ms: 750, sync: true},
 		}},
 		{"a sync with nothing pending runs", []step{{ms: 0, sync: true}, {ms: 10}, {ms: 10, sync: true}, {ms: 11, sync: true}}},
 		{"syncs at the cap do not stretch it", []step{
@@ -159,8 +169,10 @@ func TestCoalescerOffWithoutBudget(t *testing.T) {
 
 // FuzzCoalescer drives a coalescer with any sequence of changes, syncs (a sync only when the queue
 // would run one: at or after the delay a change asked for) and reports of how long a sync took,
-// and checks its promises: no change waits past the cap; a change after a quiet spell waits for
-// nothing; while the syncs are quick, no change waits past the base window; and the burst window
+// and checks its promises: no change waits past the cap; a change after a quiet spell, longer than
+// the cap after the last sync of a burst, waits for nothing; after a sync of a burst, the next sync
+// of changes comes no sooner than the base window (a Service under churn syncs at most once per
+// window); while the syncs are quick, no change waits past the base window; and the burst window
 // is monotone in the observed sync duration, between the base window and the cap.
 func FuzzCoalescer(f *testing.F) {
 	f.Add([]byte{0, 5, 10, 1, 20, 40, 3, 90, 200, 7})
@@ -177,6 +189,10 @@ func FuzzCoalescer(f *testing.F) {
 		now := time.Unix(1000, 0)
 		var oldest, lastChange time.Time // oldest change not taken by a sync
 		var lastTook time.Duration
+		// burst is set while the pending changes are a burst (the first of them was delayed);
+		// burstSynced is when the latest sync of a burst ran.
+		burst := false
+		var burstSynced time.Time
 		// bound is the latest a sync of the pending changes may be due at.
 		bound := func() time.Time {
 			limit := cfg.MaxDelay
@@ -194,7 +210,13 @@ func FuzzCoalescer(f *testing.F) {
 				if !oldest.IsZero() && now.Add(wait).After(bound()) {
 					t.Fatalf("sync held until %s, past the bound of the change at %s (last sync took %s)", now.Add(wait), oldest, lastTook)
 				}
-				if wait == 0 {
+				if wait == 0 && !oldest.IsZero() {
+					if !burstSynced.IsZero() && now.Sub(burstSynced) < min(cfg.Window, cfg.MaxDelay) {
+						t.Fatalf("sync of changes at %s, %s after the sync of a burst, sooner than the window %s", now, now.Sub(burstSynced), cfg.Window)
+					}
+					if burst {
+						burstSynced = now
+					}
 					oldest = time.Time{}
 				}
 			case 1:
@@ -207,8 +229,9 @@ func FuzzCoalescer(f *testing.F) {
 				d := c.Changed(coalesceSvc, now)
 				if oldest.IsZero() {
 					oldest = now
-					if quietBefore && d != 0 {
-						t.Fatalf("a change after a quiet spell waits %s", d)
+					burst = d > 0
+					if quietBefore && (burstSynced.IsZero() || now.Sub(burstSynced) >= cfg.MaxDelay) && d != 0 {
+						t.Fatalf("a change after a quiet spell, %s after the last sync of a burst, waits %s", now.Sub(burstSynced), d)
 					}
 				}
 				// A sync the queue would have run already (this model runs syncs only when told) is due now.

@@ -10,6 +10,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// PodIsCandidate reports whether a Pod may be an endpoint of any Service at all:
+// a change between two versions of a Pod of which neither is a candidate (a
+// Pod created, scheduled or deleted before it had an IP) cannot change a
+// slice, so the reconciler does not sync for it.
+func PodIsCandidate(pod *corev1.Pod) bool { return pod != nil && podIsCandidate(pod) }
+
 // podIsCandidate reports whether a Pod may be an endpoint at all. Terminating
 // Pods stay (consumers fall back to them while nothing else is ready); Pods in
 // a terminal phase never run again, and Pods without an IP cannot be reached.

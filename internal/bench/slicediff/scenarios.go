@@ -68,6 +68,10 @@ func Scenarios() []Scenario {
 			return fmt.Sprintf("as rolling-update-streaming, on a loaded control plane: a sync takes %s plus %s per write, and a Service is not synced again while its sync runs, so upstream's changes batch behind its slow syncs",
 				loadedSyncBase, loadedSyncPerWrite)
 		}},
+		{Name: "create-streaming-loaded", run: playCreateStreaming, Describe: func(s Size) string {
+			return fmt.Sprintf("a Deployment of %s Pods created under an existing Service on the loaded control plane of rolling-update-streaming-loaded: Pods become ready endpoints in clumps of 1-8, 20-300 ms apart, as a ReplicaSet controller, scheduler and kubelets working in batches deliver them",
+				count(streamingSize(s).Endpoints))
+		}},
 		{Name: "scale", run: playScale, Describe: func(s Size) string {
 			return fmt.Sprintf("scaled %s -> %s -> %s, random Pods removed; a sync per %d Pod changes",
 				count(s.Endpoints), count(s.Endpoints/10), count(s.Endpoints), s.Batch)
@@ -226,6 +230,30 @@ func rollOut(w *world, sz Size, rng *rand.Rand, old []*podRecord, tl *timeline) 
 	deployment()
 	tl.run(w)
 	// Streaming, the last burst's sync is still due.
+	w.advance(w.clock.Add(time.Hour))
+	w.flush()
+}
+
+// playCreateStreaming creates a Deployment's Pods under an existing Service, on a loaded control
+// plane. Each Pod becomes a ready endpoint in one change (the Pod events before it, created and
+// scheduled without an IP, change no slice), and the changes come in clumps with gaps longer than
+// the coalescing's quiet period between them: the pattern the endpointslice-e2e bench recorded.
+func playCreateStreaming(w *world, sz Size, rng *rand.Rand) {
+	sz = streamingSize(sz)
+	for i := range sz.Nodes {
+		w.putNode(nodeObject(i, zones[i%len(zones)]))
+	}
+	w.putService(serviceObject(false))
+	w.startStreaming(loadedSync)
+	at := w.clock
+	for created := 0; created < sz.Endpoints; {
+		at = at.Add(time.Duration(20+rng.IntN(281)) * time.Millisecond)
+		w.advance(at)
+		for range min(1+rng.IntN(8), sz.Endpoints-created) {
+			w.setPod(w.newPod(0), podReady)
+			created++
+		}
+	}
 	w.advance(w.clock.Add(time.Hour))
 	w.flush()
 }
