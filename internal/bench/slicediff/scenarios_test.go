@@ -62,18 +62,8 @@ func TestScenariosKeepEveryEndpointOnBothSides(t *testing.T) {
 // TestStreamingCoalescesWithinTheBudget holds the streaming scenario to what coalescing promises:
 // fewer syncs and writes than upstream's sync per change, and no change waiting past the budget.
 func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
-	sc := scenarioNamed(t, "rolling-update-streaming")
 	// 200 Pods: enough changes a second for bursts to form, as in a real rollout.
-	sz := tinySize()
-	sz.Endpoints = 2000
-	up, err := RunScenario(context.Background(), sc, sz, Upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := RunScenario(context.Background(), sc, sz, Fleetslice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up, ours := runBothSides(t, "rolling-update-streaming", 2000)
 	if up.Syncs != up.Events {
 		t.Errorf("upstream synced %d times for %d changes, want one sync per change", up.Syncs, up.Events)
 	}
@@ -97,24 +87,11 @@ func TestStreamingCoalescesWithinTheBudget(t *testing.T) {
 // upstream there, fewer than the same window without the stretch, and no change waiting past the
 // cap beyond the syncs it waits behind.
 func TestLoadedStreamingAdaptsTheWindow(t *testing.T) {
-	sc := scenarioNamed(t, "rolling-update-streaming-loaded")
-	sz := tinySize()
-	sz.Endpoints = 5000 // 500 Pods, five slices: syncs slow enough to stretch the window
-	up, err := RunScenario(context.Background(), sc, sz, Upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := RunScenario(context.Background(), sc, sz, Fleetslice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up, ours := runBothSides(t, "rolling-update-streaming-loaded", 5000) // 500 Pods, five slices: syncs slow enough to stretch the window
 	defaults := coalescing
 	t.Cleanup(func() { coalescing = defaults })
 	coalescing.MaxDelay = coalescing.Window // the window, never stretched
-	fixed, err := RunScenario(context.Background(), sc, sz, Fleetslice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixed := runSide(t, "rolling-update-streaming-loaded", 5000, Fleetslice)
 	t.Logf("writes: upstream %d, fleetslice %d, without the stretch %d", up.Writes.Total(), ours.Writes.Total(), fixed.Writes.Total())
 	if w := float64(ours.Writes.Total()); w > 0.8*float64(up.Writes.Total()) || w > 0.8*float64(fixed.Writes.Total()) {
 		t.Errorf("fleetslice wrote %d, upstream %d, fleetslice without the stretch %d", ours.Writes.Total(), up.Writes.Total(), fixed.Writes.Total())
@@ -256,17 +233,7 @@ func scenarioNamed(t *testing.T, name string) Scenario {
 // change waiting past the cap beyond the syncs it waits behind. Closing a window on every quiet
 // spell, as coalescing did before it knew churn, wrote more than upstream here.
 func TestLoadedCreationWritesLessThanUpstream(t *testing.T) {
-	sc := scenarioNamed(t, "create-streaming-loaded")
-	sz := tinySize()
-	sz.Endpoints = 5000 // 500 Pods
-	up, err := RunScenario(context.Background(), sc, sz, Upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := RunScenario(context.Background(), sc, sz, Fleetslice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	up, ours := runBothSides(t, "create-streaming-loaded", 5000) // 500 Pods
 	t.Logf("upstream %d syncs, %d writes; fleetslice %d syncs, %d writes", up.Syncs, up.Writes.Total(), ours.Syncs, ours.Writes.Total())
 	if w := float64(ours.Writes.Total()); w > 0.8*float64(up.Writes.Total()) {
 		t.Errorf("fleetslice wrote %d creating the Pods, more than 0.8x upstream's %d", ours.Writes.Total(), up.Writes.Total())
@@ -277,4 +244,23 @@ func TestLoadedCreationWritesLessThanUpstream(t *testing.T) {
 			t.Fatalf("a change waited %s, outside 0..%s", d, bound)
 		}
 	}
+}
+
+// runBothSides runs the scenario named name at endpoints endpoints through upstream's model and
+// fleetslice's.
+func runBothSides(t *testing.T, name string, endpoints int) (up, ours SideResult) {
+	t.Helper()
+	return runSide(t, name, endpoints, Upstream), runSide(t, name, endpoints, Fleetslice)
+}
+
+// runSide runs the scenario named name at endpoints endpoints through one controller.
+func runSide(t *testing.T, name string, endpoints int, side string) SideResult {
+	t.Helper()
+	sz := tinySize()
+	sz.Endpoints = endpoints
+	res, err := RunScenario(context.Background(), scenarioNamed(t, name), sz, side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
