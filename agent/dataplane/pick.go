@@ -177,8 +177,11 @@ func appendPicks(entries []mapEntry, mapName string, key []string, eps []Endpoin
 	return entries
 }
 
-// clusterPortKey is the type of cluster-ports and of each cluster pick chain's set.
-func clusterPortKey(fam family) string { return fam.addrType + " . inet_proto . inet_service" }
+// clusterPortKey is the type of the maps and sets keyed by a cluster IP port (service-ips,
+// cluster-ports, each cluster pick chain's set), and clusterPortMatch the packet fields a rule
+// looks them up by.
+func clusterPortKey(fam family) string   { return fam.addrType + " . inet_proto . inet_service" }
+func clusterPortMatch(fam family) string { return fam.selector + " daddr . meta l4proto . th dport" }
 
 // isClusterPick tells a cluster IP pick chain, which has a set of the same name, from the others.
 func isClusterPick(name string) bool {
@@ -203,7 +206,7 @@ func writeDispatch(tx *txn, names []string, fam family, flush bool) {
 	tx.Add(&knftables.Rule{Chain: chainClusterDispatch, Rule: "jump " + chainClusterMasq})
 	for _, name := range names {
 		tx.Add(&knftables.Rule{Chain: chainClusterDispatch,
-			Rule: fam.selector + " daddr . meta l4proto . th dport @" + name + " goto " + name})
+			Rule: clusterPortMatch(fam) + " @" + name + " goto " + name})
 	}
 }
 

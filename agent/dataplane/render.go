@@ -232,7 +232,7 @@ func writeBase(tx *txn, fam family, opts *Options) {
 		tx.Add(&knftables.Chain{Name: name})
 	}
 
-	ipKey := fam.addrType + " . inet_proto . inet_service : verdict"
+	ipKey := clusterPortKey(fam) + " : verdict"
 	portKey := "inet_proto . inet_service : verdict"
 	tx.Add(&knftables.Map{Name: mapServiceIPs, Type: ipKey})
 	tx.Add(&knftables.Set{Name: setClusterPorts, Type: clusterPortKey(fam)})
@@ -252,10 +252,10 @@ func writeBase(tx *txn, fam family, opts *Options) {
 		{chainFilterInput, "ct state new jump " + chainNodePortChecks},
 		{chainFilterForward, "ct state new jump " + chainEndpointChecks},
 		{chainFilterOutput, "ct state new jump " + chainEndpointChecks},
-		{chainServices, ip + " daddr . meta l4proto . th dport vmap @" + mapServiceIPs},
-		{chainServices, ip + " daddr . meta l4proto . th dport @" + setClusterPorts + " goto " + chainClusterDispatch},
+		{chainServices, clusterPortMatch(fam) + " vmap @" + mapServiceIPs},
+		{chainServices, clusterPortMatch(fam) + " @" + setClusterPorts + " goto " + chainClusterDispatch},
 		{chainServices, notLoopback + " meta l4proto . th dport vmap @" + mapServiceNodePorts},
-		{chainEndpointChecks, ip + " daddr . meta l4proto . th dport vmap @" + mapNoEndpointIPs},
+		{chainEndpointChecks, clusterPortMatch(fam) + " vmap @" + mapNoEndpointIPs},
 		{chainNodePortChecks, notLoopback + " meta l4proto . th dport vmap @" + mapNoEndpointPorts},
 		// A TCP reset is the clearest "connection refused"; other protocols
 		// get the ICMP port-unreachable that reject sends by default.
