@@ -68,11 +68,27 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 					return nil
 				}
 				r.log.Info("left the ClusterSet: records, slice copies and Lease deleted")
+				return nil
 			}
+			r.handOver(ctx)
 			return nil
 		case <-ticker.C:
 		}
 	}
+}
+
+// handOver renews the Lease once more as the manager stops without leaving. A restart (a
+// rolling upgrade, a rescheduled Pod) then has a full lease duration from the stop to renew
+// again before peers withdraw this cluster's endpoints, not only what was left of the last
+// periodic renewal: up to a renew interval less.
+func (r *leaseRenewer) handOver(ctx context.Context) {
+	err := r.renew(context.WithoutCancel(ctx))
+	leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
+	if err != nil {
+		r.log.Error(err, "renewing the member Lease on shutdown failed; a restart must renew within what is left of the last renewal", "lease", liveness.LeaseName(r.self))
+		return
+	}
+	r.log.Info("renewed the member Lease on shutdown for the next replica", "lease", liveness.LeaseName(r.self))
 }
 
 func (r *leaseRenewer) renew(ctx context.Context) error {

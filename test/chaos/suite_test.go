@@ -53,6 +53,8 @@ var (
 	fleet      []*member
 	steady     *steadyWatch
 	rows       []row
+	// failures are the failed specs' messages.
+	failures []string
 )
 
 func TestChaos(t *testing.T) {
@@ -60,7 +62,12 @@ func TestChaos(t *testing.T) {
 		size = full
 	}
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "fault injection on a local ClusterSet")
+	if !RunSpecs(t, "fault injection on a local ClusterSet") {
+		// Repeated last, where a CI log's tail shows them: above, they sit among the processes' logs.
+		for _, f := range failures {
+			fmt.Println(f)
+		}
+	}
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -128,6 +135,7 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	if !report.Failed() {
 		return
 	}
+	failures = append(failures, fmt.Sprintf("FAILED %q at %s: %s", report.LeafNodeText, report.Failure.Location, report.Failure.Message))
 	for _, m := range fleet {
 		for _, r := range m.replicas {
 			if p := r.running(); p != nil {
