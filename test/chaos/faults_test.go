@@ -29,6 +29,8 @@ var _ = Describe("faults", Ordered, func() {
 			before[r] = r.counts()
 		}
 		serverBefore := serverWrites(ctx)
+		gaps, err := followRenewals()
+		Expect(err).NotTo(HaveOccurred())
 		t0 := time.Now()
 		for _, m := range fleet {
 			r := m.replicas[0]
@@ -39,10 +41,12 @@ var _ = Describe("faults", Ordered, func() {
 			Expect(r.idle(ctx, 5*time.Second)).To(Succeed())
 		}
 		converged := time.Since(t0)
+		longest := gaps.stop()
 		var total writes
 		for r, b := range before {
 			w := r.counts().sub(b)
-			Expect(w.total()).To(BeZero(), "%s wrote after a restart with nothing changed: %s", r.name, w)
+			Expect(w.total()).To(BeZero(), "%s wrote after a restart with nothing changed: %s (longest member Lease renewal gaps: %s; lease %s)",
+				r.name, w, longest, size.Lease)
 			total = addWrites(total, w)
 		}
 		// The same, as the API servers counted it, for what only fleetslice writes there.
@@ -53,7 +57,7 @@ var _ = Describe("faults", Ordered, func() {
 		lost, dup := disturbed(t0, nil)
 		record(row{Fault: "every manager restarted, nothing changed", Injected: "SIGTERM, then the same binary started again",
 			Converged: converged, Writes: total, Lost: lost, Duplicated: dup,
-			Note: "converged = until both managers were idle; zero writes asserted at the proxies and at the API servers"})
+			Note: fmt.Sprintf("converged = until both managers were idle; zero writes asserted at the proxies and at the API servers; longest member Lease renewal gaps %s (lease %s)", longest, size.Lease)})
 		settled(ctx, t0)
 		Expect(lost+dup).To(BeZero(), "the steady Service was disturbed: %v", steady.since(t0))
 	})
