@@ -32,11 +32,11 @@ func TestReplayTraces(t *testing.T) {
 	theirs := func(writes int64) time.Duration {
 		return envMS("FLEETSLICE_TRACE_THEIRS_BASE", 100) + time.Duration(writes)*envMS("FLEETSLICE_TRACE_THEIRS_WRITE", 185)
 	}
-	if ms := envMS("FLEETSLICE_TRACE_MAX_DELAY", 0); ms > 0 {
-		defaults := coalescing
-		t.Cleanup(func() { coalescing = defaults })
-		coalescing.MaxDelay = ms
-	}
+	defaults := coalescing
+	t.Cleanup(func() { coalescing = defaults })
+	coalescing.MaxDelay = envMS("FLEETSLICE_TRACE_MAX_DELAY", int(coalescing.MaxDelay.Milliseconds()))
+	coalescing.Window = envMS("FLEETSLICE_TRACE_WINDOW", int(coalescing.Window.Milliseconds()))
+	coalescing.Quiet = envMS("FLEETSLICE_TRACE_QUIET", int(coalescing.Quiet.Milliseconds()))
 	for _, f := range files {
 		r, err := os.Open(f)
 		if err != nil {
