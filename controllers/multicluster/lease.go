@@ -45,8 +45,7 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 	defer ticker.Stop()
 	failing := false
 	for {
-		err := r.renew(ctx)
-		leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
+		err := r.renewCounted(ctx)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			r.log.Error(err, "renewing the member Lease failed; peers will withdraw this cluster's endpoints if it lapses", "lease", liveness.LeaseName(r.self))
@@ -82,13 +81,18 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 // again before peers withdraw this cluster's endpoints, not only what was left of the last
 // periodic renewal: up to a renew interval less.
 func (r *leaseRenewer) handOver(ctx context.Context) {
-	err := r.renew(context.WithoutCancel(ctx))
-	leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
-	if err != nil {
+	if err := r.renewCounted(context.WithoutCancel(ctx)); err != nil {
 		r.log.Error(err, "renewing the member Lease on shutdown failed; a restart must renew within what is left of the last renewal", "lease", liveness.LeaseName(r.self))
 		return
 	}
 	r.log.Info("renewed the member Lease on shutdown for the next replica", "lease", liveness.LeaseName(r.self))
+}
+
+// renewCounted renews and counts the outcome in the renewals metric.
+func (r *leaseRenewer) renewCounted(ctx context.Context) error {
+	err := r.renew(ctx)
+	leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
+	return err
 }
 
 func (r *leaseRenewer) renew(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -31,12 +32,11 @@ func runRenewer(t *testing.T, leave bool) (*coordinationv1.Lease, time.Time) {
 	go func() { done <- r.Start(ctx) }()
 
 	key := client.ObjectKey{Namespace: "broker", Name: liveness.LeaseName("a")}
-	lease := &coordinationv1.Lease{}
-	for deadline := time.Now().Add(10 * time.Second); c.Get(context.Background(), key, lease) != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("the first renewal never landed")
-		}
-		time.Sleep(10 * time.Millisecond)
+	landed := func(ctx context.Context) (bool, error) {
+		return c.Get(ctx, key, &coordinationv1.Lease{}) == nil, nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, landed); err != nil {
+		t.Fatalf("the first renewal never landed: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond)
 	stopped := time.Now()
