@@ -47,9 +47,9 @@ type Options struct {
 	BatchPeriod time.Duration
 	// CoalesceQuiet, CoalesceWindow and CoalesceBudget coalesce a Service's Pod changes while it
 	// is under churn: a change after a quiet spell of CoalesceQuiet syncs at once; a burst waits
-	// until it has been quiet for CoalesceQuiet, or for CoalesceWindow, stretched to
-	// coalesce.LoadStretch times the Service's previous sync when that is longer, and never
-	// longer than CoalesceBudget (--endpoint-updates-max-delay). Budget 0 turns it off.
+	// until it has been quiet for CoalesceQuiet, or for CoalesceWindow, stretched when the
+	// Service's previous sync took longer (coalesce.Config.BurstWindow), and never longer than
+	// CoalesceBudget (--endpoint-updates-max-delay). Budget 0 turns it off.
 	CoalesceQuiet, CoalesceWindow, CoalesceBudget time.Duration
 	// Concurrency is the number of Services synced in parallel.
 	Concurrency int
@@ -64,18 +64,15 @@ type Options struct {
 // syncs a rolling Service about ten times a second: 1 s wrote a third of its writes but at 0.9 s
 // more p99 latency, 250 ms wrote half at 0.2 s over its p99, 200 ms (with stale-cache retries
 // after 100 ms) matched its p99 at 0.55x its writes. That window only stretches when the
-// Service's own syncs take over half of it, which on a healthy cluster they do not. The cap
-// is where a busy machine leaves kube-controller-manager's own changes: with the cluster's
-// components unlimited it synced a rolling Service about 1.5 times a second, so its changes
-// waited up to about 0.7 s behind its syncs, and there the fixed 200 ms wrote 1.33x its writes.
-// In the in-process bench's loaded rollout (rolling-update-streaming-loaded, 1,000 Pods) caps
-// of 200 ms, 500 ms, 750 ms and 1 s wrote 0.95x, 0.84x, 0.65x and 0.56x upstream's writes, at
-// p99 waits 0.02 s, 0.03 s, 0.22 s and 0.47 s above upstream's 1.07 s; a healthy cluster's syncs
-// never reach the cap, so it costs them nothing.
+// Service's own syncs take longer than it (coalesce.Config.BurstWindow), which on a healthy API
+// server they do not. The cap bounds the stretch on an overloaded one: with the cluster's own
+// components unlimited on a 2-core machine, fleetslice's syncs of a rolling Service took about
+// 650 ms, kube-controller-manager's p99 latency was 4 to 10 s, and a 1 s cap wrote 0.79x its
+// writes where 2 s wrote about half.
 const (
 	DefaultCoalesceQuiet  = 100 * time.Millisecond
 	DefaultCoalesceWindow = 200 * time.Millisecond
-	DefaultCoalesceBudget = time.Second
+	DefaultCoalesceBudget = 2 * time.Second
 )
 
 // DefaultOptions match upstream's defaults, plus coalescing.
@@ -99,6 +96,8 @@ func (o Options) Validate() error {
 	case o.CoalesceQuiet < 0 || o.CoalesceWindow < 0 || o.CoalesceBudget < 0:
 		return fmt.Errorf("--endpoint-updates-quiet-period, --endpoint-updates-window and --endpoint-updates-max-delay must not be negative, got %s, %s and %s",
 			o.CoalesceQuiet, o.CoalesceWindow, o.CoalesceBudget)
+	case o.CoalesceBudget > 0 && o.CoalesceWindow == 0:
+		return fmt.Errorf("--endpoint-updates-window must be above 0 while --endpoint-updates-max-delay (%s) is", o.CoalesceBudget)
 	case o.CoalesceBudget > 0 && o.CoalesceQuiet > o.CoalesceBudget:
 		return fmt.Errorf("--endpoint-updates-quiet-period (%s) must not exceed --endpoint-updates-max-delay (%s)", o.CoalesceQuiet, o.CoalesceBudget)
 	case o.Concurrency < 1:

@@ -24,6 +24,7 @@ func TestOptionsRefuseCoalescingThatCannotWork(t *testing.T) {
 		func(o *Options) { o.CoalesceQuiet = -time.Millisecond },
 		func(o *Options) { o.CoalesceBudget = -time.Millisecond },
 		func(o *Options) { o.CoalesceWindow = -time.Millisecond },
+		func(o *Options) { o.CoalesceWindow = 0 },
 		func(o *Options) { o.CoalesceQuiet, o.CoalesceBudget = time.Second, 100*time.Millisecond },
 	} {
 		o := DefaultOptions()

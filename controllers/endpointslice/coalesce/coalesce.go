@@ -5,23 +5,12 @@
 package coalesce
 
 import (
+	"math"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// LoadStretch is how many times its previous sync's duration a Service's burst window lasts at
-// least. A window of k times the sync keeps a Service under sustained churn syncing about 1/k of
-// the time (half at 2: under churn the window opens with the first change after a sync began,
-// usually while that sync still runs), so the slower the control plane answers (the very case in
-// which every write costs most), the more Pod changes each write carries. A sync of up to half
-// the window (100 ms at the defaults: a few API round trips on a healthy cluster) leaves the
-// window as it is. In the in-process bench's loaded rollout of 1,000 Pods, 2, 3 and 4 wrote within
-// 6% of each other at every cap from 600 ms to 1 s, the cap deciding; 2 stretches least on a
-// healthy cluster, and 1 (waiting only as long as the sync took) saved little: 0.93x upstream's
-// writes at a 1 s cap, where 2 made 0.56x.
-const LoadStretch = 2
 
 // Config are the coalescing times, each a flag of the manager.
 type Config struct {
@@ -36,15 +25,37 @@ type Config struct {
 	MaxDelay time.Duration
 }
 
-// BurstWindow is the window a burst gets when the Service's previous sync took lastSync: Window,
-// stretched to LoadStretch times lastSync when that is longer, never beyond MaxDelay. It is
-// monotone in lastSync.
+// BurstWindow is the window a burst gets when the Service's previous sync took lastSync: Window
+// while the syncs take no longer than Window, and beyond that lastSync²/Window, so that the share
+// of the time a Service under churn spends syncing, about lastSync/window, falls as its syncs get
+// slower (half at twice Window, a third at three times); never beyond MaxDelay. It is monotone in
+// lastSync.
+//
+// Why the share falls with the sync: a sync is slow when the API server answers slowly, the very
+// case in which each write costs the cluster most, and a Service whose syncs keep pace with its
+// changes writes each slice again on every sync. On a healthy API server a sync of a Service under
+// churn takes well under the 200 ms default Window (a few round trips), so the window stays there
+// and the latency with it. Measured with the endpointslice-e2e bench's 1,000-Pod rollout on a
+// quiet 2-core machine (docs/benchmarks.md): with every component at its default client limits
+// fleetslice's syncs took about 150 ms and kube-controller-manager synced about 7 times a second
+// with a p99 network programming latency of 1.1 to 2.1 s, so any wait beyond the Window showed in
+// the p99; with the cluster's own components unlimited the API server was the bottleneck,
+// fleetslice's syncs took about 650 ms and kube-controller-manager's p99 was 4 to 10 s, and a
+// window of twice the sync (the former rule) wrote 0.79x kube-controller-manager's writes while
+// three times it wrote 0.53x at a p99 still below kube-controller-manager's.
 func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
-	stretched := c.MaxDelay
-	if lastSync < c.MaxDelay/LoadStretch { // compared by division, so the product cannot overflow
-		stretched = LoadStretch * lastSync
+	if lastSync <= c.Window {
+		return min(c.Window, c.MaxDelay)
 	}
-	return min(c.MaxDelay, max(c.Window, stretched))
+	if c.Window <= 0 {
+		return c.MaxDelay // no base to stretch from (the manager refuses this configuration)
+	}
+	// In float seconds: lastSync² in nanoseconds overflows for syncs of a few seconds.
+	stretched := lastSync.Seconds() * lastSync.Seconds() / c.Window.Seconds()
+	if stretched >= c.MaxDelay.Seconds() {
+		return c.MaxDelay
+	}
+	return max(c.Window, time.Duration(math.Round(stretched*1e6))*time.Microsecond)
 }
 
 // Coalescer decides when a Service's Pod changes are synced, so that a Service under churn (a

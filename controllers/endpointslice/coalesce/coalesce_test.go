@@ -82,12 +82,15 @@ func TestCoalescerAdapts(t *testing.T) {
 			{ms: 0}, {ms: 0, sync: true}, {tookMS: 50},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 40}, {ms: 250, sync: true},
 		}},
-		{"a slow sync stretches the next burst's window to twice its duration", []step{
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 225},
+		{"a slow sync stretches the next burst's window to its square over the base window", []step{
+			// 400 ms² / 200 ms = 800 ms.
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 400},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 100}, {ms: 290, wantMS: 100},
-			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 50}, {ms: 480, sync: true, wantMS: 20}, {ms: 500, sync: true},
+			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 100}, {ms: 530, wantMS: 100}, {ms: 610, wantMS: 100},
+			{ms: 690, wantMS: 100}, {ms: 770, wantMS: 80}, {ms: 800, sync: true, wantMS: 50}, {ms: 850, sync: true},
 		}},
 		{"a sync that ends during a burst widens that burst's window", []step{
+			// 300 ms² / 200 ms = 450 ms from the burst's first change at 20.
 			{ms: 0}, {ms: 0, sync: true}, {ms: 20, wantMS: 100}, {ms: 100, wantMS: 100}, {ms: 180, wantMS: 40},
 			{tookMS: 300}, {ms: 220, sync: true, wantMS: 60}, {ms: 280, sync: true},
 		}},
@@ -138,10 +141,12 @@ func TestBurstWindow(t *testing.T) {
 		{0, 200 * time.Millisecond},
 		{-time.Second, 200 * time.Millisecond},
 		{100 * time.Millisecond, 200 * time.Millisecond},
-		{150 * time.Millisecond, 300 * time.Millisecond},
-		{450 * time.Millisecond, 900 * time.Millisecond},
-		{500 * time.Millisecond, time.Second},
-		{501 * time.Millisecond, time.Second},
+		{200 * time.Millisecond, 200 * time.Millisecond},
+		{300 * time.Millisecond, 450 * time.Millisecond},
+		{400 * time.Millisecond, 800 * time.Millisecond},
+		{447 * time.Millisecond, 999045 * time.Microsecond},
+		{448 * time.Millisecond, time.Second},
+		{10 * time.Second, time.Second},
 		{time.Duration(1<<63 - 1), time.Second},
 	} {
 		if got := cfg.BurstWindow(tc.took); got != tc.want {
@@ -150,6 +155,9 @@ func TestBurstWindow(t *testing.T) {
 	}
 	if got := (Config{Window: time.Second, MaxDelay: 300 * time.Millisecond}).BurstWindow(0); got != 300*time.Millisecond {
 		t.Errorf("a window above the cap gives %s, want the cap", got)
+	}
+	if got := (Config{MaxDelay: time.Second}).BurstWindow(time.Millisecond); got != time.Second {
+		t.Errorf("without a base window a sync gives %s, want the cap", got)
 	}
 }
 
@@ -196,7 +204,7 @@ func FuzzCoalescer(f *testing.F) {
 		// bound is the latest a sync of the pending changes may be due at.
 		bound := func() time.Time {
 			limit := cfg.MaxDelay
-			if LoadStretch*lastTook <= cfg.Window {
+			if lastTook <= cfg.Window {
 				limit = cfg.Window // quick syncs: a quiet cluster pays no more than the base window
 			}
 			return latest(now, oldest.Add(limit))
