@@ -38,21 +38,26 @@ func ReadTrace(r io.Reader) ([]e2ebench.PodEvent, error) {
 	return out, sc.Err()
 }
 
-// TraceScenario replays events, each sync taking cost (nil: no time), with syncs as the events
-// come (see streaming).
-func TraceScenario(name string, events []e2ebench.PodEvent, cost func(writes int64) time.Duration) Scenario {
+// TraceScenario replays phases, recorded one after the other on one cluster, as one run: the first
+// phase's starting Pods are synced before measuring starts, and each later phase continues from
+// where the one before left off (its own starting Pods are those already there). Each sync takes
+// cost (nil: no time), with syncs as the events come (see streaming).
+func TraceScenario(name string, phases [][]e2ebench.PodEvent, cost func(writes int64) time.Duration) Scenario {
 	return Scenario{Name: name, Describe: func(Size) string { return "a recorded trace of " + name },
-		run: func(w *world, _ Size, _ *rand.Rand) { playTrace(w, events, cost) }}
+		run: func(w *world, _ Size, _ *rand.Rand) { playTrace(w, phases, cost) }}
 }
 
-// traceStart is where a trace's phase begins on the scenario clock.
+// traceStart is where the first phase begins on the scenario clock; each later one begins an hour
+// after the one before ended.
 var traceStart = epoch.Add(time.Hour)
 
-func playTrace(w *world, events []e2ebench.PodEvent, cost func(writes int64) time.Duration) {
+func playTrace(w *world, phases [][]e2ebench.PodEvent, cost func(writes int64) time.Duration) {
 	var nodes []string
-	for _, ev := range events {
-		if ev.Node != "" && !slices.Contains(nodes, ev.Node) {
-			nodes = append(nodes, ev.Node)
+	for _, events := range phases {
+		for _, ev := range events {
+			if ev.Node != "" && !slices.Contains(nodes, ev.Node) {
+				nodes = append(nodes, ev.Node)
+			}
 		}
 	}
 	slices.Sort(nodes)
@@ -64,38 +69,46 @@ func playTrace(w *world, events []e2ebench.PodEvent, cost func(writes int64) tim
 	}
 	w.putService(serviceObject(false))
 	pods := map[string]*corev1.Pod{}
-	i := 0
-	for ; i < len(events) && events[i].Type == "INITIAL"; i++ {
-		pods[events[i].Name] = tracedPod(events[i])
-		w.store.putPod(pods[events[i].Name])
-	}
-	w.startStreaming(cost)
-	for _, ev := range events[i:] {
-		w.advance(traceStart.Add(ev.At))
-		old := pods[ev.Name]
-		if ev.Type == "DELETED" {
-			delete(pods, ev.Name)
-			w.store.deletePod(types.NamespacedName{Namespace: namespace, Name: ev.Name})
-			if old != nil && endpointslice.PodChangeMatters(old, nil) {
+	start := traceStart
+	for k, events := range phases {
+		i := 0
+		for ; i < len(events) && events[i].Type == "INITIAL"; i++ {
+			if k == 0 {
+				pods[events[i].Name] = tracedPod(events[i], start)
+				w.store.putPod(pods[events[i].Name])
+			}
+		}
+		if k == 0 {
+			w.startStreaming(cost)
+		}
+		for _, ev := range events[i:] {
+			w.advance(start.Add(ev.At))
+			old := pods[ev.Name]
+			if ev.Type == "DELETED" {
+				delete(pods, ev.Name)
+				w.store.deletePod(types.NamespacedName{Namespace: namespace, Name: ev.Name})
+				if old != nil && endpointslice.PodChangeMatters(old, nil) {
+					w.changed()
+				}
+				continue
+			}
+			pod := tracedPod(ev, start)
+			pods[ev.Name] = pod
+			w.store.putPod(pod)
+			if endpointslice.PodChangeMatters(old, pod) {
 				w.changed()
 			}
-			continue
 		}
-		pod := tracedPod(ev)
-		pods[ev.Name] = pod
-		w.store.putPod(pod)
-		if endpointslice.PodChangeMatters(old, pod) {
-			w.changed()
-		}
+		start = w.clock.Add(time.Hour)
+		w.advance(start)
 	}
-	w.advance(w.clock.Add(time.Hour))
 	w.flush()
 }
 
-// tracedPod is the Pod a trace event describes, in the scenarios' namespace and selected by
-// their Service.
-func tracedPod(ev e2ebench.PodEvent) *corev1.Pod {
-	at := func(d time.Duration) metav1.Time { return metav1.NewTime(traceStart.Add(d)) }
+// tracedPod is the Pod a trace event of a phase that began at start describes, in the scenarios'
+// namespace and selected by their Service.
+func tracedPod(ev e2ebench.PodEvent, start time.Time) *corev1.Pod {
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(start.Add(d)) }
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace, Name: ev.Name, UID: types.UID("uid-" + ev.Name),

@@ -2,6 +2,7 @@ package slicediff
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetslice/fleetslice/internal/bench"
+	"github.com/fleetslice/fleetslice/internal/e2ebench"
 )
 
 // TestReplayTraces replays the traces named by FLEETSLICE_SLICEDIFF_TRACES (a glob of files the
@@ -37,27 +39,45 @@ func TestReplayTraces(t *testing.T) {
 	coalescing.MaxDelay = envMS("FLEETSLICE_TRACE_MAX_DELAY", int(coalescing.MaxDelay.Milliseconds()))
 	coalescing.Window = envMS("FLEETSLICE_TRACE_WINDOW", int(coalescing.Window.Milliseconds()))
 	coalescing.Quiet = envMS("FLEETSLICE_TRACE_QUIET", int(coalescing.Quiet.Milliseconds()))
-	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	// Each trace alone, or (FLEETSLICE_SLICEDIFF_CHAIN set) all of them, in name order, as the
+	// phases of one run: creation and rollouts recorded one after the other on one cluster,
+	// so that each starts from the layout the one before left.
+	runs := [][]string{}
+	if os.Getenv("FLEETSLICE_SLICEDIFF_CHAIN") != "" {
+		runs = append(runs, files)
+	} else {
+		for _, f := range files {
+			runs = append(runs, []string{f})
 		}
-		events, err := ReadTrace(r)
-		r.Close()
-		if err != nil {
-			t.Fatal(err)
+	}
+	for _, run := range runs {
+		var phases [][]e2ebench.PodEvent
+		for _, f := range run {
+			r, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events, err := ReadTrace(r)
+			r.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			phases = append(phases, events)
+		}
+		name := filepath.Base(run[0])
+		if len(run) > 1 {
+			name = fmt.Sprintf("%s and %d more", name, len(run)-1)
 		}
 		for _, side := range []struct {
 			name string
 			cost func(int64) time.Duration
 		}{{Upstream, theirs}, {Fleetslice, ours}} {
-			sc := TraceScenario(filepath.Base(f), events, side.cost)
-			res, err := RunScenario(context.Background(), sc, tinySize(), side.name)
+			res, err := RunScenario(context.Background(), TraceScenario(name, phases, side.cost), tinySize(), side.name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s %-10s events %5d syncs %4d writes %4d (c%d u%d d%d) final slices %d delay p50 %v p99 %v failures %v",
-				filepath.Base(f), side.name, res.Events, res.Syncs, res.Writes.Total(), res.Writes.Creates, res.Writes.Updates,
+				name, side.name, res.Events, res.Syncs, res.Writes.Total(), res.Writes.Creates, res.Writes.Updates,
 				res.Writes.Deletes, res.FinalSlices, bench.Quantile(res.Delays, 0.5).Round(time.Millisecond),
 				bench.Quantile(res.Delays, 0.99).Round(time.Millisecond), res.Failures)
 		}
