@@ -59,8 +59,10 @@ var (
 const (
 	versusRuns      = 5
 	quickVersusRuns = 2
-	// quietGap is how long after a sync a change is written: more than both programs' least
-	// interval between syncs (1 s by default for each), so a change never waits for it.
+	// quietGap is how long after a sync a change is written, and how long a program must have
+	// been idle before its table is listed to check a change: more than both programs' least
+	// interval between syncs (1 s by default for each), so a change never waits for it and no
+	// listing runs beside a sync the change still has coming.
 	quietGap    = 1500 * time.Millisecond
 	pollEvery   = 50 * time.Millisecond
 	stepTimeout = 2 * time.Minute

@@ -9,8 +9,11 @@ import (
 
 // await waits for the end of a sync, after both since and seen, after which the program's table
 // holds every address in want, and returns when that sync ended by the program's own clock and
-// the metrics read then. A listing is trusted only when no further sync ended while it ran:
-// otherwise it cannot tell which of the two programmed the change, and it looks again.
+// the metrics read then. The table is listed only once the program has not synced for quietGap
+// (longer than either program's least interval between syncs): listing a large table takes the
+// nft program seconds of CPU, and a listing beside a sync would slow the very sync being measured
+// (a Service added is two writes and two syncs, the second a second after the first). A sync
+// that ended during the listing makes it look again.
 func (r *running) await(ctx context.Context, since, seen time.Time, want []string, timeout time.Duration) (time.Time, scrape, error) {
 	deadline := time.Now().Add(timeout)
 	var lastErr error
@@ -36,7 +39,7 @@ func (r *running) await(ctx context.Context, since, seen time.Time, want []strin
 			continue
 		}
 		last := r.lastSync(s)
-		if last.After(seen) && last.After(since) {
+		if last.After(seen) && last.After(since) && time.Since(last) >= quietGap {
 			listing, err := r.listTable()
 			if err == nil && holdsAll(listing, want) {
 				again, err := r.scrape(ctx)
