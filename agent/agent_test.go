@@ -102,7 +102,7 @@ var _ = Describe("the node agent in dry-run mode", func() {
 
 	It("rejects connections to a Service without endpoints and forgets a removed Service", func() {
 		svc := createService(ns, "empty", nil)
-		reject := "add element ip fleetslice no-endpoint-services { " + ip(svc) + " . tcp . 80 comment \"" + ns + "/empty:http\" : goto reject-service }"
+		reject := "add element ip fleetslice no-endpoint-services { " + ip(svc) + " . tcp . 80 comment \"" + ns + "/empty:http\" }"
 		Eventually(dr.Ruleset).Should(ContainSubstring(reject))
 		Expect(a.endpointsOf(key("empty"), "http")).To(BeEmpty())
 

@@ -64,12 +64,11 @@ const (
 	setClusterPorts      = "cluster-ports"
 	mapServiceIPs        = "service-ips"
 	mapServiceNodePorts  = "service-nodeports"
-	mapNoEndpointIPs     = "no-endpoint-services"
-	mapNoEndpointPorts   = "no-endpoint-nodeports"
+	setNoEndpointIPs     = "no-endpoint-services"
+	setNoEndpointPorts   = "no-endpoint-nodeports"
+	setNoLocalPorts      = "no-local-endpoint-nodeports"
 	setHairpin           = "hairpin-endpoints"
 	setPodCIDRs          = "pod-cidrs"
-	verdictReject        = "goto " + chainReject
-	verdictDrop          = "drop"
 	maxObjectNameLength  = 96
 	nameHashAlphabet     = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 )

@@ -122,7 +122,7 @@ func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	for _, ip := range svc.ClusterIPs {
 		key := []string{ip.String(), proto, port}
 		if len(p.Endpoints) == 0 {
-			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject, label})
+			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
 			continue
 		}
 		pick := out.pick(pickCluster, p, p.Endpoints, fam)
@@ -144,9 +144,9 @@ func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	case p.ExternalLocal && len(p.Endpoints) > 0:
 		// Endpoints exist elsewhere: dropping lets the client's load balancer health check move
 		// it to another node, as kube-proxy does.
-		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop, label})
+		out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
 	default:
-		out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject, label})
+		out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
 	}
 }
 

@@ -81,7 +81,7 @@ type serviceObjects struct {
 
 // renderService turns a normalized Service into nftables objects: map elements of the shared
 // maps (see pick.go), plus, with ClientIP affinity, chains, sets and maps of its own (see
-// renderAffinityPort). Ports without endpoints get entries in the no-endpoint maps, which the
+// renderAffinityPort). Ports without endpoints get entries in the no-endpoint sets, which the
 // filter chains turn into a reject.
 func renderService(svc *Service, fam family) serviceObjects {
 	var out serviceObjects
@@ -134,7 +134,7 @@ func renderAffinityPort(out *serviceObjects, svc *Service, p Port, reachable []E
 		if hasCluster {
 			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain, label})
 		} else {
-			out.entries = append(out.entries, mapEntry{mapNoEndpointIPs, key, verdictReject, label})
+			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
 		}
 	}
 
@@ -154,9 +154,9 @@ func renderAffinityPort(out *serviceObjects, svc *Service, p Port, reachable []E
 			out.chains = append(out.chains, chainContent{extChain, rules})
 			out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain, label})
 		case p.ExternalLocal && hasCluster:
-			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictDrop, label})
+			out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
 		default:
-			out.entries = append(out.entries, mapEntry{mapNoEndpointPorts, key, verdictReject, label})
+			out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
 		}
 	}
 
@@ -237,8 +237,13 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	tx.Add(&knftables.Map{Name: mapServiceIPs, Type: ipKey})
 	tx.Add(&knftables.Set{Name: setClusterPorts, Type: clusterPortKey(fam)})
 	tx.Add(&knftables.Map{Name: mapServiceNodePorts, Type: portKey})
-	tx.Add(&knftables.Map{Name: mapNoEndpointIPs, Type: ipKey})
-	tx.Add(&knftables.Map{Name: mapNoEndpointPorts, Type: portKey})
+	// Plain sets with a rule each, not verdict maps: adding an element to a verdict map makes the
+	// kernel validate every chain reachable from the base chains (every verdict map element), so a
+	// new Service, which has no endpoints until its EndpointSlice comes, cost more the larger the
+	// table; a plain set's element is not validated.
+	tx.Add(&knftables.Set{Name: setNoEndpointIPs, Type: clusterPortKey(fam)})
+	tx.Add(&knftables.Set{Name: setNoEndpointPorts, Type: "inet_proto . inet_service"})
+	tx.Add(&knftables.Set{Name: setNoLocalPorts, Type: "inet_proto . inet_service"})
 	tx.Add(&knftables.Set{Name: setHairpin, Type: fam.addrType + " . " + fam.addrType + " . inet_proto . inet_service"})
 	writeSharedMaps(tx, fam)
 
@@ -255,8 +260,11 @@ func writeBase(tx *txn, fam family, opts *Options) {
 		{chainServices, clusterPortMatch(fam) + " vmap @" + mapServiceIPs},
 		{chainServices, clusterPortMatch(fam) + " @" + setClusterPorts + " goto " + chainClusterDispatch},
 		{chainServices, notLoopback + " meta l4proto . th dport vmap @" + mapServiceNodePorts},
-		{chainEndpointChecks, clusterPortMatch(fam) + " vmap @" + mapNoEndpointIPs},
-		{chainNodePortChecks, notLoopback + " meta l4proto . th dport vmap @" + mapNoEndpointPorts},
+		{chainEndpointChecks, clusterPortMatch(fam) + " @" + setNoEndpointIPs + " goto " + chainReject},
+		// A Local NodePort whose endpoints are all elsewhere drops: the client's load balancer
+		// health check then moves it to another node, as with kube-proxy.
+		{chainNodePortChecks, notLoopback + " meta l4proto . th dport @" + setNoLocalPorts + " drop"},
+		{chainNodePortChecks, notLoopback + " meta l4proto . th dport @" + setNoEndpointPorts + " goto " + chainReject},
 		// A TCP reset is the clearest "connection refused"; other protocols
 		// get the ICMP port-unreachable that reject sends by default.
 		{chainReject, "meta l4proto tcp reject with tcp reset"},

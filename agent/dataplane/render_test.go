@@ -74,6 +74,9 @@ add set ip fleetslice aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { 
 add set ip fleetslice aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice cluster-ports { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice hairpin-endpoints { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; }
+add set ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service ; }
+add set ip fleetslice no-endpoint-services { type ipv4_addr . inet_proto . inet_service ; }
+add set ip fleetslice no-local-endpoint-nodeports { type inet_proto . inet_service ; }
 add set ip fleetslice pick-cluster-tcp-1 { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pick-cluster-tcp-2 { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pick-cluster-udp-1 { type ipv4_addr . inet_proto . inet_service ; }
@@ -82,8 +85,6 @@ add map ip fleetslice cluster-endpoints-sctp { typeof ip daddr . sctp dport . nu
 add map ip fleetslice cluster-endpoints-tcp { typeof ip daddr . tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
 add map ip fleetslice cluster-endpoints-udp { typeof ip daddr . udp dport . numgen random mod 1 : ip daddr . udp dport ; }
 add map ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { typeof numgen random mod 1 : verdict ; }
-add map ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }
-add map ip fleetslice no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice nodeport-endpoints-sctp { typeof sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
 add map ip fleetslice nodeport-endpoints-tcp { typeof tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
 add map ip fleetslice nodeport-endpoints-udp { typeof udp dport . numgen random mod 1 : ip daddr . udp dport ; }
@@ -94,7 +95,7 @@ add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick
 add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-2 goto pick-cluster-tcp-2
 add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-udp-1 goto pick-cluster-udp-1
 add rule ip fleetslice cluster-masquerade ip saddr != @pod-cidrs jump mark-for-masquerade
-add rule ip fleetslice endpoint-checks ip daddr . meta l4proto . th dport vmap @no-endpoint-services
+add rule ip fleetslice endpoint-checks ip daddr . meta l4proto . th dport @no-endpoint-services goto reject-service
 add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 update @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { ip saddr }
 add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 meta l4proto tcp dnat ip to 10.244.1.8:8443
 add rule ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 update @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { ip saddr }
@@ -109,7 +110,8 @@ add rule ip fleetslice masquerading ip saddr . ip daddr . meta l4proto . th dpor
 add rule ip fleetslice nat-output jump services
 add rule ip fleetslice nat-postrouting jump masquerading
 add rule ip fleetslice nat-prerouting jump services
-add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
+add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport @no-local-endpoint-nodeports drop
+add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport @no-endpoint-nodeports goto reject-service
 add rule ip fleetslice pick-cluster-tcp-1 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 1 map @cluster-endpoints-tcp
 add rule ip fleetslice pick-cluster-tcp-2 meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod 2 map @cluster-endpoints-tcp
 add rule ip fleetslice pick-cluster-udp-1 meta l4proto udp dnat ip addr . port to ip daddr . udp dport . numgen random mod 1 map @cluster-endpoints-udp
@@ -133,6 +135,9 @@ add element ip fleetslice cluster-ports { 242.1.0.20 . udp . 53 comment "shop/we
 add element ip fleetslice cluster-ports { 10.96.0.20 . tcp . 80 comment "shop/web:http" }
 add element ip fleetslice cluster-ports { 242.1.0.20 . tcp . 80 comment "shop/web:http" }
 add element ip fleetslice hairpin-endpoints { 10.244.1.8 . 10.244.1.8 . tcp . 8443 }
+add element ip fleetslice no-endpoint-nodeports { tcp . 30040 comment "shop/gone:http" }
+add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 comment "shop/gone:http" }
+add element ip fleetslice no-local-endpoint-nodeports { tcp . 30051 comment "shop/edge:alt" }
 add element ip fleetslice pick-cluster-tcp-1 { 10.96.0.10 . tcp . 80 }
 add element ip fleetslice pick-cluster-tcp-1 { 10.96.0.50 . tcp . 81 }
 add element ip fleetslice pick-cluster-tcp-2 { 10.96.0.50 . tcp . 80 }
@@ -153,9 +158,6 @@ add element ip fleetslice cluster-endpoints-udp { 10.96.0.20 . 53 . 0 : 10.244.1
 add element ip fleetslice cluster-endpoints-udp { 242.1.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 }
 add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
-add element ip fleetslice no-endpoint-nodeports { tcp . 30051 comment "shop/edge:alt" : drop }
-add element ip fleetslice no-endpoint-nodeports { tcp . 30040 comment "shop/gone:http" : goto reject-service }
-add element ip fleetslice no-endpoint-services { 10.96.0.40 . tcp . 80 comment "shop/gone:http" : goto reject-service }
 add element ip fleetslice nodeport-endpoints-tcp { 30050 . 0 : 10.244.1.9 . 80 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 1 : 10.244.2.7 . 8080 }

@@ -54,11 +54,11 @@ func TestFreshRenderMatchesDataplaneRender(t *testing.T) {
 	c := want.counts()
 	// 120 Services: 14 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
 	// traffic to 10 endpoints), and the 2 affinity Services' own chains (a service chain and 10
-	// endpoint chains each); 7 fixed sets and maps, the 6 shared endpoint maps, the cluster pick
+	// endpoint chains each); 8 fixed sets and maps, the 6 shared endpoint maps, the cluster pick
 	// chain's set, and per affinity Service 10 affinity sets and a verdict map. The other
 	// Services have only set and map elements.
-	if c.Chains != 14+3+2*11 || c.Sets != 7+6+1+2*11 {
-		t.Errorf("counts %+v, want 39 chains and 36 sets and maps", c)
+	if c.Chains != 14+3+2*11 || c.Sets != 8+6+1+2*11 {
+		t.Errorf("counts %+v, want 39 chains and 37 sets and maps", c)
 	}
 }
 
