@@ -117,8 +117,13 @@ garbage. "Applying the transaction" is the part spent in %s; "CPU, agent" is thi
 (getrusage, all threads)%s. Operations count the transaction's nft commands. Chains, rules, sets and maps and
 elements describe the cold sync's table as listed back.
 
-These figures are the agent's dataplane called in process; kube-proxy's nftables mode, what users would run
-instead, is compared with the agent's own binary further down, when this run could start both.`,
+These figures are the agent's dataplane called in process, through the nft program (the agent's
+--nftables-backend=nft) and with every Service given to each sync (Sync, which compares each with what it
+wrote): the path whose incremental syncs grow with the table, since nft reads and checks the existing table on
+every transaction. The agent runs neither by default: it programs the kernel over netlink and hands a sync only
+the Services that changed, and that is what the side-by-side rows further down measure, through the agent's own
+binary beside kube-proxy's nftables mode (when this run could start both); BenchmarkKernelScale in
+agent/dataplane measures the netlink path in process.`,
 		sizesText(s.sizes), s.endpoints, where, dp.why, NodePortEvery, LocalEvery, LocalEndpoints, AffinityEvery,
 		AffinityTimeout.Hours(), transactionIn(dp.kernel), nftCPUText(dp.kernel))
 }
