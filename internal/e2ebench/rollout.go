@@ -36,6 +36,10 @@ type Phase struct {
 	PeakSlices, FinalSlices int
 	// Converged is the time from the change until every Pod is listed ready exactly once.
 	Converged time.Duration
+	// Rolled is the time from the change until the Deployment first reported every replica
+	// updated and ready: the workload's own pace, which no EndpointSlice controller sets.
+	// Converged minus Rolled is how far the slices trailed the workload.
+	Rolled time.Duration
 	// Latency holds the phase's network programming latencies.
 	Latency Latencies
 	// Stats are the controller's own counters over the phase.
@@ -216,8 +220,9 @@ func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 		return fail(err)
 	}
 	sampled := sampleWrites(ctx, cfg, before, start)
-	final, err := waitSettled(ctx, c, rolloutDeployment(workloadNamespace, int32(opts.Pods)), opts, &p.PeakSlices)
+	final, rolledAt, err := waitSettled(ctx, c, rolloutDeployment(workloadNamespace, int32(opts.Pods)), opts, &p.PeakSlices)
 	p.Converged = time.Since(start)
+	p.Rolled = min(p.Converged, rolledAt.Sub(start))
 	p.Timeline = sampled()
 	latencies, watchErr := stopWatch()
 	if err = errors.Join(err, watchErr); err != nil {
@@ -278,11 +283,12 @@ func TotalWrites(w map[string]int) int {
 }
 
 // waitSettled waits until the Deployment has rolled out and its Service lists every ready Pod
-// exactly once with no terminating endpoint left; it returns the slice count then and tracks the
-// peak slice count on the way.
-func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, error) {
+// exactly once with no terminating endpoint left; it returns the slice count then and when it first
+// saw the Deployment rolled out, and tracks the peak slice count on the way.
+func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, time.Time, error) {
 	slices := 0
 	last := ""
+	var rolledAt time.Time
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		// A busy simulated API server sometimes drops a request; polling again is the cure, and
 		// the timeout still bounds the wait.
@@ -317,6 +323,9 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 		}
 		rolled := d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
 			d.Status.Replicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas
+		if rolled && rolledAt.IsZero() {
+			rolledAt = time.Now()
+		}
 		last = fmt.Sprintf("Deployment generation %d observed %d, replicas %d updated %d ready %d; slices list %d ready, %d other endpoints, %d addresses",
 			d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, ready, others, len(seen))
 		return rolled && ready == opts.Pods && others == 0 && len(seen) == opts.Pods, nil
@@ -324,7 +333,10 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 	if err != nil && last != "" {
 		err = fmt.Errorf("%w (last seen: %s)", err, last)
 	}
-	return slices, err
+	if rolledAt.IsZero() {
+		rolledAt = time.Now()
+	}
+	return slices, rolledAt, err
 }
 
 func rolloutDeployment(ns string, replicas int32) *appsv1.Deployment {

@@ -19,7 +19,10 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"a Deployment of %s Pods is created, then rolled to a new template (maxSurge 25%%, maxUnavailable 25%%) "+
 			"%d times, one side after the other. Writes are each API server's `apiserver_request_total` for "+
 			"endpointslices by verb. Converged is the time from the change until every Pod is listed ready exactly "+
-			"once with nothing terminating. Latency is the network programming latency upstream defines for the "+
+			"once with nothing terminating; it is mostly the rollout's own pace (the Deployment, ReplicaSet and "+
+			"scheduler controllers and kwok on a shared machine), which varies by several seconds between runs of "+
+			"either side, so the table also gives when the Deployment first reported every replica updated and "+
+			"ready (polled every 250 ms) and how long the slices trailed it. Latency is the network programming latency upstream defines for the "+
 			"controller: from a slice's `endpoints.kubernetes.io/last-change-trigger-time` to the write reaching a "+
 			"watch, one sample per slice and trigger time. Both controllers run at their defaults in the headline "+
 			"settings: batch period 0, fleetslice with its adaptive coalescing and client limits, "+
@@ -57,7 +60,7 @@ func rolloutTable(sz sizes, results []settingResult) bench.Table {
 	t := bench.Table{
 		Caption: fmt.Sprintf("Rolling update of %s Pods, each run", bench.Count(int64(sz.pods))),
 		Header: []string{"Setting", "Controller", "Writes per rollout", "Mean writes", "Converged", "Mean converged",
-			"Latency p50", "Latency p99", "Final slices", "Writes creating the Deployment", "Creation latency p99"},
+			"Deployment rolled (mean)", "Slices trailed it by (mean)", "Latency p50", "Latency p99", "Final slices", "Writes creating the Deployment", "Creation latency p99"},
 	}
 	for _, res := range results {
 		for _, s := range res.sides {
@@ -68,7 +71,8 @@ func rolloutTable(sz sizes, results []settingResult) bench.Table {
 			}
 			lat := pooledLatency(s.Rollouts)
 			t.Rows = append(t.Rows, []string{res.name, s.Controller, strings.Join(writes, ", "), fmt.Sprintf("%.0f", meanWrites(s.Rollouts)),
-				strings.Join(converged, ", "), seconds(meanConverged(s.Rollouts)), seconds(lat.Quantile(0.5)), seconds(lat.Quantile(0.99)),
+				strings.Join(converged, ", "), seconds(meanConverged(s.Rollouts)), seconds(meanRolled(s.Rollouts)),
+				seconds(meanTrail(s.Rollouts)), seconds(lat.Quantile(0.5)), seconds(lat.Quantile(0.99)),
 				strconv.Itoa(s.Rollouts[len(s.Rollouts)-1].FinalSlices), strconv.Itoa(e2ebench.TotalWrites(s.Setup.Writes)),
 				seconds(s.Setup.Latency.Quantile(0.99))})
 		}
@@ -79,7 +83,7 @@ func rolloutTable(sz sizes, results []settingResult) bench.Table {
 func ratioTable(results []settingResult) bench.Table {
 	t := bench.Table{
 		Caption: "fleetslice / kube-controller-manager (below 1× means fleetslice did less, or was faster)",
-		Header:  []string{"Setting", "Rollout writes", "Converged", "Latency p50", "Latency p99", "Writes creating the Deployment"},
+		Header:  []string{"Setting", "Rollout writes", "Converged", "Slices trailed the Deployment by", "Latency p50", "Latency p99", "Writes creating the Deployment"},
 	}
 	for _, res := range results {
 		ours, theirs := res.sides[0], res.sides[1]
@@ -87,6 +91,7 @@ func ratioTable(results []settingResult) bench.Table {
 		t.Rows = append(t.Rows, []string{res.name,
 			bench.Ratio(meanWrites(ours.Rollouts), meanWrites(theirs.Rollouts)),
 			bench.Ratio(float64(meanConverged(ours.Rollouts)), float64(meanConverged(theirs.Rollouts))),
+			bench.Ratio(float64(meanTrail(ours.Rollouts)), float64(meanTrail(theirs.Rollouts))),
 			bench.Ratio(float64(lo.Quantile(0.5)), float64(lt.Quantile(0.5))),
 			bench.Ratio(float64(lo.Quantile(0.99)), float64(lt.Quantile(0.99))),
 			bench.Ratio(float64(e2ebench.TotalWrites(ours.Setup.Writes)), float64(e2ebench.TotalWrites(theirs.Setup.Writes))),
@@ -195,9 +200,23 @@ func meanWrites(ps []e2ebench.Phase) float64 {
 }
 
 func meanConverged(ps []e2ebench.Phase) time.Duration {
+	return meanOf(ps, func(p e2ebench.Phase) time.Duration { return p.Converged })
+}
+
+func meanRolled(ps []e2ebench.Phase) time.Duration {
+	return meanOf(ps, func(p e2ebench.Phase) time.Duration { return p.Rolled })
+}
+
+// meanTrail is how long, on average, the slices took to show a rollout after the Deployment had
+// finished it: the part of the convergence time the EndpointSlice controller answers for.
+func meanTrail(ps []e2ebench.Phase) time.Duration {
+	return meanOf(ps, func(p e2ebench.Phase) time.Duration { return p.Converged - p.Rolled })
+}
+
+func meanOf(ps []e2ebench.Phase, of func(e2ebench.Phase) time.Duration) time.Duration {
 	var total time.Duration
 	for _, p := range ps {
-		total += p.Converged
+		total += of(p)
 	}
 	return total / time.Duration(len(ps))
 }
