@@ -66,6 +66,10 @@ type WritePoint struct {
 	Writes int
 }
 
+// SettlePoll is how often a phase reads its Deployment and slices while waiting for them to settle,
+// which bounds how finely Converged and Rolled are measured.
+const SettlePoll = 250 * time.Millisecond
+
 // TimelineStep is how often a phase's writes are sampled for Phase.Timeline.
 const TimelineStep = 500 * time.Millisecond
 
@@ -222,7 +226,7 @@ func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 	sampled := sampleWrites(ctx, cfg, before, start)
 	final, rolledAt, err := waitSettled(ctx, c, rolloutDeployment(workloadNamespace, int32(opts.Pods)), opts, &p.PeakSlices)
 	p.Converged = time.Since(start)
-	p.Rolled = min(p.Converged, rolledAt.Sub(start))
+	p.Rolled = rolledAt.Sub(start)
 	p.Timeline = sampled()
 	latencies, watchErr := stopWatch()
 	if err = errors.Join(err, watchErr); err != nil {
@@ -284,12 +288,13 @@ func TotalWrites(w map[string]int) int {
 
 // waitSettled waits until the Deployment has rolled out and its Service lists every ready Pod
 // exactly once with no terminating endpoint left; it returns the slice count then and when it first
-// saw the Deployment rolled out, and tracks the peak slice count on the way.
+// saw the Deployment rolled out (never after it settled, since settling needs it; zero only with an
+// error), and tracks the peak slice count on the way.
 func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, time.Time, error) {
 	slices := 0
 	last := ""
 	var rolledAt time.Time
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, SettlePoll, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		// A busy simulated API server sometimes drops a request; polling again is the cure, and
 		// the timeout still bounds the wait.
 		d := &appsv1.Deployment{}
@@ -332,9 +337,6 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 	})
 	if err != nil && last != "" {
 		err = fmt.Errorf("%w (last seen: %s)", err, last)
-	}
-	if rolledAt.IsZero() {
-		rolledAt = time.Now()
 	}
 	return slices, rolledAt, err
 }

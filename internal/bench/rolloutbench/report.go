@@ -22,12 +22,12 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"once with nothing terminating; it is mostly the rollout's own pace (the Deployment, ReplicaSet and "+
 			"scheduler controllers and kwok on a shared machine), which varies by several seconds between runs of "+
 			"either side, so the table also gives when the Deployment first reported every replica updated and "+
-			"ready (polled every 250 ms) and how long the slices trailed it. Latency is the network programming latency upstream defines for the "+
-			"controller: from a slice's `endpoints.kubernetes.io/last-change-trigger-time` to the write reaching a "+
+			"ready (polled every %s) and how long the slices trailed it. Latency is the network programming "+
+			"latency upstream defines for the controller: from a slice's `endpoints.kubernetes.io/last-change-trigger-time` to the write reaching a "+
 			"watch, one sample per slice and trigger time. Both controllers run at their defaults in the headline "+
 			"settings: batch period 0, fleetslice with its adaptive coalescing and client limits, "+
 			"kube-controller-manager with its own (20 requests per second, burst 30, unless the setting lifts them).",
-			sz.nodes, bench.Count(int64(sz.pods)), len(results[0].sides[0].Rollouts)),
+			sz.nodes, bench.Count(int64(sz.pods)), len(results[0].sides[0].Rollouts), e2ebench.SettlePoll),
 	}
 	r.Tables = append(r.Tables, rolloutTable(sz, results), ratioTable(results), whyTable(results))
 	for _, res := range results {
@@ -60,7 +60,8 @@ func rolloutTable(sz sizes, results []settingResult) bench.Table {
 	t := bench.Table{
 		Caption: fmt.Sprintf("Rolling update of %s Pods, each run", bench.Count(int64(sz.pods))),
 		Header: []string{"Setting", "Controller", "Writes per rollout", "Mean writes", "Converged", "Mean converged",
-			"Deployment rolled (mean)", "Slices trailed it by (mean)", "Latency p50", "Latency p99", "Final slices", "Writes creating the Deployment", "Creation latency p99"},
+			"Deployment rolled (mean)", "Slices trailed it by (mean)", "Latency p50", "Latency p99", "Final slices",
+			"Writes creating the Deployment", "Creation latency p99"},
 	}
 	for _, res := range results {
 		for _, s := range res.sides {
@@ -83,7 +84,8 @@ func rolloutTable(sz sizes, results []settingResult) bench.Table {
 func ratioTable(results []settingResult) bench.Table {
 	t := bench.Table{
 		Caption: "fleetslice / kube-controller-manager (below 1× means fleetslice did less, or was faster)",
-		Header:  []string{"Setting", "Rollout writes", "Converged", "Slices trailed the Deployment by", "Latency p50", "Latency p99", "Writes creating the Deployment"},
+		Header: []string{"Setting", "Rollout writes", "Converged", "Slices trailed the Deployment by", "Latency p50",
+			"Latency p99", "Writes creating the Deployment"},
 	}
 	for _, res := range results {
 		ours, theirs := res.sides[0], res.sides[1]
