@@ -1,8 +1,10 @@
 package e2ebench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,11 +31,26 @@ type Latencies []time.Duration
 // Quantile returns the q-quantile (0..1) by the nearest rank, or 0 with no samples.
 func (l Latencies) Quantile(q float64) time.Duration { return bench.Quantile(l, q) }
 
+// latencySample is one latency with what it was measured on, for the log's slowest samples.
+type latencySample struct {
+	slice          string
+	trigger, write time.Time
+}
+
+func (s latencySample) latency() time.Duration { return s.write.Sub(s.trigger) }
+
+// slowest returns the n samples of the longest latency, longest first.
+func slowest(samples []latencySample, n int) []latencySample {
+	out := slices.Clone(samples)
+	slices.SortFunc(out, func(a, b latencySample) int { return cmp.Compare(b.latency(), a.latency()) })
+	return out[:min(n, len(out))]
+}
+
 // watchLatencies watches a Service's EndpointSlices from now on and records a latency for each
 // write that brings a slice a trigger time it did not carry before. The returned function stops the
-// watch and returns the samples. Pod trigger times have the API's whole-second resolution, so every
+// watch and returns the samples, also with the slice each was measured on. Pod trigger times have the API's whole-second resolution, so every
 // sample carries up to a second of rounding, for both controllers alike.
-func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (func() (Latencies, error), error) {
+func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (func() ([]latencySample, error), error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -62,7 +79,7 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 	}
 	var (
 		mu      sync.Mutex
-		samples Latencies
+		samples []latencySample
 		failure error
 		done    = make(chan struct{})
 	)
@@ -90,11 +107,11 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 				continue
 			}
 			mu.Lock()
-			samples = append(samples, at.Sub(trigger))
+			samples = append(samples, latencySample{slice: s.Name, trigger: trigger, write: at})
 			mu.Unlock()
 		}
 	}()
-	return func() (Latencies, error) {
+	return func() ([]latencySample, error) {
 		cancel()
 		w.Stop()
 		<-done

@@ -181,6 +181,9 @@ func createWorkload(ctx context.Context, c client.Client, pods int) error {
 	return c.Create(ctx, deploy)
 }
 
+// slowestLogged is how many of a phase's slowest latency samples the log lists.
+const slowestLogged = 12
+
 // measure runs act on a side and measures until its Service has settled at opts.Pods endpoints:
 // writes (from the API server), the write timeline, latencies (from a slice watch) and the
 // controller's own counters.
@@ -228,11 +231,14 @@ func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 	p.Converged = time.Since(start)
 	p.Rolled = rolledAt.Sub(start)
 	p.Timeline = sampled()
-	latencies, watchErr := stopWatch()
+	samples, watchErr := stopWatch()
 	if err = errors.Join(err, watchErr); err != nil {
 		return fail(err)
 	}
-	p.FinalSlices, p.Latency = final, latencies
+	p.FinalSlices = final
+	for _, s := range samples {
+		p.Latency = append(p.Latency, s.latency())
+	}
 	after, err := endpointSliceWrites(ctx, cfg)
 	if err != nil {
 		return fail(err)
@@ -245,6 +251,11 @@ func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Opti
 	if opts.Log != nil {
 		fmt.Fprintf(opts.Log, "[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v\n", side.Controller,
 			p.Converged.Round(time.Millisecond), final, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
+		// Where the tail comes from: the slowest samples, on the phase's clock.
+		for _, s := range slowest(samples, slowestLogged) {
+			fmt.Fprintf(opts.Log, "[%s]   slow: %s triggered at %s, written at %s (%s)\n", side.Controller, s.slice,
+				s.trigger.Sub(start).Round(time.Millisecond), s.write.Sub(start).Round(time.Millisecond), s.latency().Round(time.Millisecond))
+		}
 	}
 	return p, nil
 }
