@@ -217,7 +217,7 @@ func (v *versusRun) oneSize(ctx context.Context, size versusSize) (res versusRes
 		services[i].ClusterIPs = []netip.Addr{addrIn(10, 96, clusterIPOffset+i)}
 	}
 	start := time.Now()
-	if err := populate(ctx, c, services); err != nil {
+	if err := populate(ctx, c, api.ControlPlane.Etcd.URL, services); err != nil {
 		return res, err
 	}
 	v.env.Logf("side by side %s: %d Services and EndpointSlices written in %s", size, len(services),

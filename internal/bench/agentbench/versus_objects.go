@@ -3,6 +3,7 @@ package agentbench
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
@@ -84,8 +85,9 @@ func namespacesOf(services []dataplane.Service) []string {
 	return out
 }
 
-// writeWorkers is how many writes the bench keeps in flight: enough to fill a 10,000-Service
-// cluster in a minute or two, few enough not to starve the API server on two cores.
+// writeWorkers is how many writes the bench keeps in flight through the API (the NodePort
+// Services, the 1% change): enough to keep the API server busy, few enough not to starve it on
+// two cores.
 const writeWorkers = 8
 
 // parallel runs fn for 0..n-1 on writeWorkers goroutines and returns the first error.
@@ -121,8 +123,9 @@ feed:
 	return first
 }
 
-// populate creates the bench's Nodes, the namespaces and every Service with its slice.
-func populate(ctx context.Context, c client.Client, services []dataplane.Service) error {
+// populate creates the bench's Nodes, the namespaces and every Service with its slice: those with
+// a NodePort through the API, the others seeded into etcd (versus_seed.go says why).
+func populate(ctx context.Context, c client.Client, etcd *url.URL, services []dataplane.Service) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode}}
 	if err := c.Create(ctx, node); err != nil {
 		return fmt.Errorf("creating Node %s: %w", benchNode, err)
@@ -140,9 +143,20 @@ func populate(ctx context.Context, c client.Client, services []dataplane.Service
 		}
 	}
 	now := time.Now()
-	return parallel(ctx, len(services), func(ctx context.Context, i int) error {
-		return createService(ctx, c, services[i], now)
-	})
+	var viaAPI, seeded []dataplane.Service
+	for _, svc := range services {
+		if svc.Ports[0].NodePort != 0 {
+			viaAPI = append(viaAPI, svc)
+		} else {
+			seeded = append(seeded, svc)
+		}
+	}
+	if err := parallel(ctx, len(viaAPI), func(ctx context.Context, i int) error {
+		return createService(ctx, c, viaAPI[i], now)
+	}); err != nil {
+		return err
+	}
+	return seedServices(ctx, c, etcd, seeded, now)
 }
 
 func createService(ctx context.Context, c client.Client, svc dataplane.Service, now time.Time) error {
