@@ -69,7 +69,7 @@ func Part() bench.Part {
 				fmt.Sprintf("agent part: Service counts to measure (default %v, or %v with --quick)", Sizes, QuickSizes))
 			fs.IntVar(&o.endpoints, "agent-endpoints", o.endpoints, "agent part: endpoints per Service")
 			fs.IntVar(&o.coldRuns, "agent-cold-runs", o.coldRuns,
-				fmt.Sprintf("agent part: cold and full syncs per size (default %d, or %d with --quick)", coldRuns, quickColdRuns))
+				fmt.Sprintf("agent part: cold and full syncs per size, and side-by-side cold starts of each program (default %d, or %d with --quick)", coldRuns, quickColdRuns))
 			fs.IntVar(&o.runs, "agent-runs", o.runs,
 				fmt.Sprintf("agent part: runs of each incremental change per size (default %d, or %d with --quick)", incrementalRuns, quickRuns))
 			fs.DurationVar(&o.budget, "agent-budget", o.budget,
@@ -183,7 +183,7 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 		return nil, err
 	}
 	if versus == nil {
-		rep.Intro += "\n\n" + versusIntro(nil, 0, skipped)
+		rep.Intro += "\n\n" + versusIntro(nil, 0, 0, skipped)
 		return rep, nil
 	}
 	env.Logf("agent part: kube-proxy and the agent side by side at %v", versus.sizes)
@@ -191,7 +191,7 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 	if err != nil {
 		return nil, err
 	}
-	rep.Intro += "\n\n" + versusIntro(versus.sizes, versus.runs, "")
+	rep.Intro += "\n\n" + versusIntro(versus.sizes, versus.runs, versus.coldRuns, "")
 	rep.Tables = append(rep.Tables, versusTables(vres)...)
 	rep.Checks = append(rep.Checks, check.versusCheck(true)...)
 	return rep, nil
@@ -199,9 +199,12 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 
 // versusRun sets up the side-by-side run, or says why there is none: nil and the reason.
 func (o *partOptions) versusRun(env bench.Env) (*versusRun, string, error) {
-	specs, runs := VersusSizes, versusRuns
+	specs, runs, colds := VersusSizes, versusRuns, coldRuns
 	if env.Quick {
-		specs, runs = QuickVersusSizes, quickVersusRuns
+		specs, runs, colds = QuickVersusSizes, quickVersusRuns, quickColdRuns
+	}
+	if o.coldRuns > 0 {
+		colds = o.coldRuns
 	}
 	if len(o.versusSizes) > 0 {
 		specs = o.versusSizes
@@ -240,7 +243,7 @@ func (o *partOptions) versusRun(env bench.Env) (*versusRun, string, error) {
 		}
 		return nil, why, nil
 	}
-	return &versusRun{sizes: sizes, runs: runs, env: env, check: nil,
+	return &versusRun{sizes: sizes, runs: runs, coldRuns: colds, env: env, check: nil,
 		programs: []program{agentProgram(agentBinary), kubeProxyProgram(kubeProxy)}}, "", nil
 }
 

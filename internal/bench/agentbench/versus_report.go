@@ -147,7 +147,7 @@ func mebibytes(b int64) string {
 }
 
 // versusIntro says how the side-by-side figures were taken, or why there are none.
-func versusIntro(sizes []versusSize, runs int, skipped string) string {
+func versusIntro(sizes []versusSize, runs, coldRuns int, skipped string) string {
 	if skipped != "" {
 		return "kube-proxy was not run side by side in this run: " + skipped + "."
 	}
@@ -161,12 +161,14 @@ func versusIntro(sizes []versusSize, runs int, skipped string) string {
 	}
 	return fmt.Sprintf(`**Side by side with kube-proxy v1.37.2** (built from source by hack/k8s-binaries.sh kube-proxy) at %s
 Services × endpoints: for each size one API server (envtest's etcd and kube-apiserver) holds the same Services and
-EndpointSlices, written by the bench, with the mix above; then the agent (bin/agent), then kube-proxy
+EndpointSlices, written by the bench, with the mix above (those without a NodePort seeded straight into etcd
+with the IPAddress objects that allocate their cluster IPs, because kube-apiserver's allocator makes creating N
+Services through the API cost O(N²)); then the agent (bin/agent), then kube-proxy
 (`+"`--proxy-mode=nftables`"+`), each in a fresh network namespace (IPv6 disabled in it, so kube-proxy runs
 single-stack like the agent's `+"`--ip-families=IPv4`"+`), both at their defaults but for the node name
 (`+"`--hostname-override`"+` / `+"`--node-name`"+` %s), the pod network (%s) and metrics on loopback. Each is measured
-the same way: the **cold sync** from the process start to the end of its first sync with every Service; then %d
-runs each of **one Service added**, **one endpoint changed** and **1%% of the Services changed at once**, each
+the same way: the **cold sync** from the process start to the end of its first sync with every Service, over
+%d starts each in a new namespace (the median is reported); then, in the last start, %d runs each of **one Service added**, **one endpoint changed** and **1%% of the Services changed at once**, each
 written %s after the program's last sync so that neither waits for its 1 s least interval between syncs.
 "Own metric" is the mean of the program's own sync_proxy_rules_duration_seconds observations during the
 change (kube-proxy: kubeproxy_…, the agent: fleetslice_agent_…; the cold sync: its full-sync histogram); "API
@@ -178,5 +180,5 @@ stamps. Ratios are agent / kube-proxy: below 1 the agent is faster or smaller. A
 the rest wait for the next one, at least 1 s later by both programs' default least interval between syncs, so
 the write-to-table time of those rows is mostly that interval, the same for both; the own-metric columns are the
 work each sync did. kube-proxy also runs a sync every 30 s (--sync-period) that may fall inside a change.`,
-		strings.Join(s, ", "), benchNode, podCIDR, runs, quietGap.Round(100*time.Millisecond))
+		strings.Join(s, ", "), benchNode, podCIDR, max(coldRuns, 1), runs, quietGap.Round(100*time.Millisecond))
 }

@@ -88,12 +88,12 @@ func TestRatioAndMedian(t *testing.T) {
 }
 
 func TestVersusIntroSaysWhyItWasSkipped(t *testing.T) {
-	if got := versusIntro(nil, 0, "it needs the kube-proxy binary"); !strings.Contains(got, "not run side by side") ||
+	if got := versusIntro(nil, 0, 0, "it needs the kube-proxy binary"); !strings.Contains(got, "not run side by side") ||
 		!strings.Contains(got, "kube-proxy binary") {
 		t.Errorf("intro = %q", got)
 	}
-	got := versusIntro([]versusSize{{services: 1000, endpoints: 10}, {services: 5000, endpoints: 50}}, 5, "")
-	for _, want := range []string{"1,000 × 10, 5,000 × 50", "5\nruns", "v1.37.2"} {
+	got := versusIntro([]versusSize{{services: 1000, endpoints: 10}, {services: 5000, endpoints: 50}}, 5, 3, "")
+	for _, want := range []string{"1,000 × 10, 5,000 × 50", "over\n3 starts", "5 runs each", "v1.37.2"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("intro lacks %q:\n%s", want, got)
 		}
