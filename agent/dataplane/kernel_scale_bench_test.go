@@ -32,7 +32,8 @@ func scaleSizes(b *testing.B) []int {
 }
 
 // BenchmarkKernelScale programs n Services into a scratch namespace through each backend
-// (FLEETSLICE_BENCH_BACKEND=nft or netlink for one; the cold sync is logged), then measures
+// (FLEETSLICE_BENCH_BACKEND=nft or netlink for one; the cold sync is logged; with
+// FLEETSLICE_BENCH_AFFINITY_EVERY some have ClientIP affinity), then measures
 // incremental syncs of one change:
 // "endpoint" replaces one endpoint of one Service, "service" adds one new Service, each told
 // only the change or given every Service. The change
@@ -49,6 +50,7 @@ func BenchmarkKernelScale(b *testing.B) {
 				ns := enterNetns(b, newNetns(b, uniquePrefix(b), "scale"))
 				s, _ := openBackend(b, ns, backend, knftables.IPv4Family, Options{})
 				services := scaleServices(n, benchEndpoints)
+				withAffinity(b, services)
 				start, cpu := time.Now(), startCPU()
 				kernelSync(b, s, ns, services, true)
 				b.Logf("%s, %d Services: cold sync %v, %.0f ms CPU", backend, n, time.Since(start), float64(cpuTime()-cpu.start)/1e6)
@@ -104,4 +106,23 @@ func kernelSyncChanges(b *testing.B, s *Syncer, ns *nsThread, changed []Service)
 		b.Fatal(err)
 	}
 	return st
+}
+
+// withAffinity gives every FLEETSLICE_BENCH_AFFINITY_EVERY-th Service ClientIP affinity, as the
+// agent bench's Service mix has (every 50th): each of its endpoints then has a set of its own, so
+// the table holds thousands of sets, as a real node's does, instead of a handful.
+func withAffinity(b *testing.B, services []Service) {
+	spec := os.Getenv("FLEETSLICE_BENCH_AFFINITY_EVERY")
+	if spec == "" {
+		return
+	}
+	every, err := strconv.Atoi(spec)
+	if err != nil || every <= 0 {
+		b.Fatalf("FLEETSLICE_BENCH_AFFINITY_EVERY: %q", spec)
+	}
+	for i := range services {
+		if i%every == every/2 {
+			services[i].AffinityTimeout = 3 * time.Hour
+		}
+	}
 }
