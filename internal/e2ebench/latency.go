@@ -48,8 +48,9 @@ func slowest(samples []latencySample, n int) []latencySample {
 
 // watchLatencies watches a Service's EndpointSlices from now on and records a latency for each
 // write that brings a slice a trigger time it did not carry before. The returned function stops the
-// watch and returns the samples, also with the slice each was measured on. Pod trigger times have the API's whole-second resolution, so every
-// sample carries up to a second of rounding, for both controllers alike.
+// watch and returns the samples, each with the slice it was measured on. Pod trigger times have
+// the API's whole-second resolution, so every sample carries up to a second of rounding, for both
+// controllers alike.
 func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (func() ([]latencySample, error), error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

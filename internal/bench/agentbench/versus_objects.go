@@ -156,7 +156,10 @@ func populate(ctx context.Context, c client.Client, etcd *url.URL, services []da
 	}); err != nil {
 		return err
 	}
-	return seedServices(ctx, c, etcd, seeded, now)
+	if err := seedServices(ctx, etcd, seeded, now); err != nil {
+		return err
+	}
+	return awaitListed(ctx, c, services)
 }
 
 func createService(ctx context.Context, c client.Client, svc dataplane.Service, now time.Time) error {

@@ -52,7 +52,11 @@ func TestQuickSideBySide(t *testing.T) {
 	}
 	for i, row := range syncs.Rows {
 		// Each program starts cold twice; the changes run once, in the last start.
-		if want := map[bool]string{true: "2, 2", false: "1, 1"}[i == 0]; row[3] != want {
+		want := "1, 1"
+		if i == 0 {
+			want = "2, 2"
+		}
+		if row[3] != want {
 			t.Errorf("row %v: want %s runs of each program", row, want)
 		}
 		for _, cell := range row[4:10] {
