@@ -38,6 +38,9 @@ func scaleSizes(b *testing.B) []int {
 // "endpoint" replaces one endpoint of one Service, "service" adds one new Service, each told
 // only the change or given every Service. The change
 // is the same at every size; what the sync costs should not depend on n.
+// FLEETSLICE_BENCH_PAUSE (a duration) waits that long, untimed, after each change: the agent's
+// changes come seconds apart, when the kernel's memory and the process's are out of the
+// caches, and changes back to back hide what that costs.
 func BenchmarkKernelScale(b *testing.B) {
 	backends := kernelBackends
 	if only := os.Getenv("FLEETSLICE_BENCH_BACKEND"); only != "" {
@@ -55,6 +58,7 @@ func BenchmarkKernelScale(b *testing.B) {
 				kernelSync(b, s, ns, services, true)
 				b.Logf("%s, %d Services: cold sync %v, %.0f ms CPU", backend, n, time.Since(start), float64(cpuTime()-cpu.start)/1e6)
 				generation := 0
+				pause := benchPause(b)
 				// "changes": told only the changed Service (SyncChanges, as the agent does);
 				// "all": given every Service (Sync), which digests each of them.
 				for _, input := range []string{"changes", "all"} {
@@ -87,6 +91,11 @@ func BenchmarkKernelScale(b *testing.B) {
 								if st.Changed != 1 {
 									b.Fatalf("changed = %d", st.Changed)
 								}
+								if pause > 0 {
+									b.StopTimer()
+									time.Sleep(pause)
+									b.StartTimer()
+								}
 							}
 							cpu.report(b)
 							b.ReportMetric(float64(st.Operations), "ops/tx")
@@ -106,6 +115,19 @@ func kernelSyncChanges(b *testing.B, s *Syncer, ns *nsThread, changed []Service)
 		b.Fatal(err)
 	}
 	return st
+}
+
+// benchPause is FLEETSLICE_BENCH_PAUSE, zero when unset.
+func benchPause(b *testing.B) time.Duration {
+	spec := os.Getenv("FLEETSLICE_BENCH_PAUSE")
+	if spec == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(spec)
+	if err != nil || d < 0 {
+		b.Fatalf("FLEETSLICE_BENCH_PAUSE: %q is not a duration", spec)
+	}
+	return d
 }
 
 // withAffinity gives every FLEETSLICE_BENCH_AFFINITY_EVERY-th Service ClientIP affinity, as the
