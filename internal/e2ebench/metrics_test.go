@@ -3,6 +3,8 @@ package e2ebench
 import (
 	"reflect"
 	"testing"
+
+	"github.com/fleetslice/fleetslice/internal/localset"
 )
 
 func TestCountEndpointSliceWrites(t *testing.T) {
@@ -27,5 +29,12 @@ apiserver_request_duration_seconds_count{resource="endpointslices",verb="PUT"} 4
 	}
 	if _, err := countEndpointSliceWrites([]byte(`apiserver_request_total{resource="endpointslices",verb="PUT" 5`)); err == nil {
 		t.Fatal("a malformed line was accepted")
+	}
+}
+
+func TestNewSidesRefusesAMemberNotInTheSet(t *testing.T) {
+	cs := &localset.ClusterSet{Members: []string{"cluster-1", "cluster-2"}}
+	if _, err := NewSides(cs, "cluster-3", "http://127.0.0.1:1/metrics"); err == nil {
+		t.Fatal("NewSides accepted fleetslice in a cluster outside the set")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,13 +81,15 @@ type Options struct {
 	Log     io.Writer
 }
 
-// NewSides names the two sides of a comparison: fleetslice in the first member (its manager serving
-// metrics at managerMetrics), kube-controller-manager's own controller in the second.
-func NewSides(cs *localset.ClusterSet, managerMetrics string) ([]Side, error) {
-	if len(cs.Members) < 2 {
-		return nil, fmt.Errorf("need two members, have %v", cs.Members)
+// NewSides names the two sides of a comparison: fleetslice in the member named fleetslice (its
+// manager serving metrics at managerMetrics), kube-controller-manager's own controller in the other.
+func NewSides(cs *localset.ClusterSet, fleetslice, managerMetrics string) ([]Side, error) {
+	i := slices.Index(cs.Members, fleetslice)
+	if len(cs.Members) != 2 || i < 0 {
+		return nil, fmt.Errorf("need two members, one of them %s; have %v", fleetslice, cs.Members)
 	}
-	pid, err := ControllerManagerPID(cs, cs.Members[1])
+	upstream := cs.Members[1-i]
+	pid, err := ControllerManagerPID(cs, upstream)
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +98,8 @@ func NewSides(cs *localset.ClusterSet, managerMetrics string) ([]Side, error) {
 		return nil, err
 	}
 	return []Side{
-		{Controller: "fleetslice", Cluster: cs.Members[0], stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
-		{Controller: "kube-controller-manager", Cluster: cs.Members[1], stats: statsSource{url: kcm, query: upstreamStats}},
+		{Controller: "fleetslice", Cluster: fleetslice, stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
+		{Controller: "kube-controller-manager", Cluster: upstream, stats: statsSource{url: kcm, query: upstreamStats}},
 	}, nil
 }
 

@@ -31,8 +31,11 @@ var (
 type partOptions struct {
 	pods, memoryPods, nodes int
 	runs                    int
-	only                    []int
-	timeout                 time.Duration
+	// fleetsliceCluster is the member (1 or 2) whose EndpointSlices fleetslice writes; the other
+	// runs kube-controller-manager's controller.
+	fleetsliceCluster int
+	only              []int
+	timeout           time.Duration
 }
 
 // setting is one way of running both controllers: a ClusterSet of its own, the Deployment created,
@@ -80,7 +83,8 @@ func settings() []setting {
 
 // Part is the `endpointslice-e2e` benchmark.
 func Part() bench.Part {
-	o := &partOptions{}
+	// The default lives here, not only in the flag, so a Part run without a command line gets it.
+	o := &partOptions{fleetsliceCluster: 1}
 	return bench.Part{
 		Name:  "endpointslice-e2e",
 		Title: "EndpointSlice controller on a local ClusterSet: fleetslice beside kube-controller-manager",
@@ -93,6 +97,8 @@ func Part() bench.Part {
 				fmt.Sprintf("endpointslice-e2e part: simulated Nodes per cluster, 250 Pods each (default %d, %d with --quick)", fullSizes.nodes, quickSizes.nodes))
 			fs.IntVar(&o.runs, "endpointslice-e2e-runs", 0, "endpointslice-e2e part: rollouts per setting (default 3, 1 with --quick)")
 			fs.IntSliceVar(&o.only, "endpointslice-e2e-settings", nil, "endpointslice-e2e part: run only these settings, by number (1 defaults at real-cluster limits, 2 defaults without the cluster's limits, 3 batch period 1 s; default all, 1 with --quick)")
+			fs.IntVar(&o.fleetsliceCluster, "endpointslice-e2e-fleetslice-cluster", o.fleetsliceCluster,
+				"endpointslice-e2e part: which of the two simulated clusters (1 or 2) runs fleetslice's manager; the other runs kube-controller-manager's controller. Swap them to see how much a cluster's place on the shared machine weighs")
 			fs.DurationVar(&o.timeout, "endpointslice-e2e-timeout", 0, "endpointslice-e2e part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
@@ -123,6 +129,9 @@ func (o *partOptions) sizes(quick bool) (sizes, error) {
 }
 
 func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
+	if _, _, err := placement(o.fleetsliceCluster); err != nil {
+		return nil, err
+	}
 	sz, err := o.sizes(env.Quick)
 	if err != nil {
 		return nil, err
@@ -153,6 +162,15 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, er
 	return buildReport(env, sz, results)
 }
 
+// placement names the member whose EndpointSlices fleetslice writes (1 or 2) and the one where
+// kube-controller-manager's controller does.
+func placement(fleetsliceCluster int) (fleetslice, upstream string, err error) {
+	if fleetsliceCluster != 1 && fleetsliceCluster != 2 {
+		return "", "", fmt.Errorf("--endpointslice-e2e-fleetslice-cluster=%d: want 1 or 2", fleetsliceCluster)
+	}
+	return localset.MemberName(fleetsliceCluster), localset.MemberName(3 - fleetsliceCluster), nil
+}
+
 // settingResult is what one setting measured.
 type settingResult struct {
 	setting
@@ -174,9 +192,13 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 		managerArgs = append(managerArgs, "--endpoint-updates-batch-period", st.batch.String())
 	}
 	env.Logf("endpointslice-e2e: %s: bringing up 2 clusters of %d Nodes", st.name, sz.nodes)
+	fsMember, upstream, err := placement(o.fleetsliceCluster)
+	if err != nil {
+		return res, err
+	}
 	cs, err := localset.Up(ctx, localset.Options{
 		Workdir: workdir, Clusters: 2, NodesPerCluster: sz.nodes, ControllerManagerArgs: kcmArgs,
-		UpstreamEndpointSlices: []string{localset.MemberName(2)}, DisableQPSLimits: st.unlimitedCluster, NoBroker: true, Log: env.Log,
+		UpstreamEndpointSlices: []string{upstream}, DisableQPSLimits: st.unlimitedCluster, NoBroker: true, Log: env.Log,
 	})
 	if err != nil {
 		return res, err
@@ -188,8 +210,8 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	if err != nil {
 		return res, err
 	}
-	proc, err := cs.StartProcess("manager-"+cs.Members[0], manager, append([]string{
-		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(cs.Members[0]),
+	proc, err := cs.StartProcess("manager-"+fsMember, manager, append([]string{
+		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(fsMember),
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0"}, managerArgs...)...)
 	if err != nil {
 		return res, err
@@ -204,7 +226,7 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	if err := e2ebench.WaitForMetrics(ctx, managerMetrics, time.Minute); err != nil {
 		return res, err
 	}
-	if res.sides, err = e2ebench.NewSides(cs, managerMetrics); err != nil {
+	if res.sides, err = e2ebench.NewSides(cs, fsMember, managerMetrics); err != nil {
 		return res, err
 	}
 	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}

@@ -1,6 +1,7 @@
 package rolloutbench
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,23 @@ func TestReportRatiosAndMemory(t *testing.T) {
 	}
 	if ratio := memRows[4][4]; ratio != "0.33×; 1.00×" {
 		t.Fatalf("memory ratio = %q, want 0.33× of the whole and 1.00× of the 100 MiB share", ratio)
+	}
+}
+
+func TestPlacementPutsEachControllerInOneCluster(t *testing.T) {
+	for n, want := range map[int][2]string{1: {"cluster-1", "cluster-2"}, 2: {"cluster-2", "cluster-1"}} {
+		fs, up, err := placement(n)
+		if err != nil || fs != want[0] || up != want[1] {
+			t.Errorf("placement(%d) = %s, %s, %v; want %v", n, fs, up, err, want)
+		}
+	}
+	for _, n := range []int{0, 3, -1} {
+		if _, _, err := placement(n); err == nil {
+			t.Errorf("placement(%d) accepted", n)
+		}
+	}
+	if _, err := (&partOptions{fleetsliceCluster: 3}).run(context.Background(), bench.Env{}); err == nil ||
+		!strings.Contains(err.Error(), "want 1 or 2") {
+		t.Errorf("run with cluster 3: %v, want the flag refused", err)
 	}
 }
