@@ -2,7 +2,11 @@ package dnsbench
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +138,42 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		if _, err := o.resolve(true); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// TestFreePortIsFreeForBothProtocols checks that the server's port can be bound for UDP and TCP,
+// as CoreDNS binds both.
+func TestFreePortIsFreeForBothProtocols(t *testing.T) {
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			t.Fatalf("port %d not free for UDP: %v", port, err)
+		}
+		l, err := net.Listen("tcp", addr)
+		u.Close()
+		if err != nil {
+			t.Fatalf("port %d not free for TCP: %v", port, err)
+		}
+		l.Close()
+	}
+}
+
+func TestLogTailShowsTheEndOfTheServersOutput(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fleetslice-dns.log")
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprint("line ", i))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := (&server{log: path}).logTail()
+	if want := strings.Join(lines[10:], "\n"); got != want {
+		t.Fatalf("logTail = %q, want the last 20 lines", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -99,6 +100,7 @@ func objects(i int) (*corev1.Service, *mcsv1beta1.ServiceImport) {
 type server struct {
 	cmd  *exec.Cmd
 	addr string
+	log  string // the server's output, shown when it exits early
 	done chan error
 }
 
@@ -139,7 +141,7 @@ func startServer(ctx context.Context, binary, dir string, cfg *rest.Config, prob
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	s := &server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), done: make(chan error, 1)}
+	s := &server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), log: logFile.Name(), done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait(); logFile.Close() }()
 	for name, ip := range probe {
 		if _, err := s.waitFor(ctx, name, ip, time.Minute); err != nil {
@@ -158,7 +160,7 @@ func (s *server) waitFor(ctx context.Context, name, ip string, limit time.Durati
 		select {
 		case err := <-s.done:
 			s.done <- err
-			return time.Time{}, fmt.Errorf("fleetslice-dns exited: %v", err)
+			return time.Time{}, fmt.Errorf("fleetslice-dns exited: %v; its output ends:\n%s", err, s.logTail())
 		default:
 		}
 		m, _, err := c.ExchangeContext(ctx, new(dns.Msg).SetQuestion(name, dns.TypeA), s.addr)
@@ -172,6 +174,16 @@ func (s *server) waitFor(ctx context.Context, name, ip string, limit time.Durati
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// logTail is the end of the server's output.
+func (s *server) logTail() string {
+	b, err := os.ReadFile(s.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
 // stop ends the server by its process id.
@@ -192,11 +204,24 @@ func (s *server) stop() error {
 	}
 }
 
+// freePort returns a loopback port free for both UDP and TCP, since CoreDNS binds both: a port
+// free only for UDP can be one a concurrent test's TCP socket holds, and the server then exits at
+// start.
 func freePort() (int, error) {
-	l, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	var lastErr error
+	for range 20 {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := u.LocalAddr().(*net.UDPAddr).Port
+		t, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		u.Close()
+		if err == nil {
+			t.Close()
+			return port, nil
+		}
+		lastErr = err
 	}
-	defer l.Close()
-	return l.LocalAddr().(*net.UDPAddr).Port, nil
+	return 0, fmt.Errorf("no loopback port free for both UDP and TCP: %w", lastErr)
 }
