@@ -14,8 +14,10 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 	r := &bench.Report{
 		Intro: fmt.Sprintf("Two simulated clusters of the local ClusterSet (kwok Nodes, real kube-apiserver, "+
 			"kube-controller-manager and kube-scheduler), %d Nodes each over three zones, a new pair per setting. In "+
-			"the first fleetslice's manager writes the EndpointSlices (kube-controller-manager runs with "+
-			"`-endpointslice-controller`); in the second kube-controller-manager's own controller does. A Service over "+
+			"%s fleetslice's manager writes the EndpointSlices (kube-controller-manager runs with "+
+			"`-endpointslice-controller`); in %s kube-controller-manager's own controller does "+
+			"(`--endpointslice-e2e-fleetslice-cluster` swaps them: on a shared machine the two clusters' rollouts "+
+			"need not run at the same pace). A Service over "+
 			"a Deployment of %s Pods is created, then rolled to a new template (maxSurge 25%%, maxUnavailable 25%%) "+
 			"%d times, one side after the other. Writes are each API server's `apiserver_request_total` for "+
 			"endpointslices by verb. Converged is the time from the change until every Pod is listed ready exactly "+
@@ -27,7 +29,8 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"watch, one sample per slice and trigger time. Both controllers run at their defaults in the headline "+
 			"settings: batch period 0, fleetslice with its adaptive coalescing and client limits, "+
 			"kube-controller-manager with its own (20 requests per second, burst 30, unless the setting lifts them).",
-			sz.nodes, bench.Count(int64(sz.pods)), len(results[0].sides[0].Rollouts), e2ebench.SettlePoll),
+			sz.nodes, results[0].sides[0].Cluster, results[0].sides[1].Cluster, bench.Count(int64(sz.pods)),
+			len(results[0].sides[0].Rollouts), e2ebench.SettlePoll),
 	}
 	r.Tables = append(r.Tables, rolloutTable(sz, results), ratioTable(results), whyTable(results))
 	for _, res := range results {

@@ -119,6 +119,9 @@ func TestReportRatiosAndMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(r.Intro, "In c1 fleetslice's manager writes") || !strings.Contains(r.Intro, "in c2 kube-controller-manager's own controller") {
+		t.Fatalf("the intro does not say which cluster each controller ran in: %s", r.Intro)
+	}
 	ratios := r.Tables[1].Rows[0]
 	if ratios[1] != "0.80×" || ratios[2] != "0.80×" || ratios[3] != "0.50×" || ratios[5] != "0.50×" {
 		t.Fatalf("ratios = %v, want writes 0.80×, converged 0.80×, trail 0.50×, p99 0.50×", ratios)
