@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/knftables"
 )
 
 func dispatchEndpoints(n int) []Endpoint {
@@ -182,5 +184,59 @@ func TestEndpointChangeRewritesOneElement(t *testing.T) {
 	}
 	if got, want := canonicalDump(fake), freshRender(t, []Service{svc}, Options{}); got != want {
 		t.Errorf("differs from a fresh render:\n%s", lineDiff(want, got))
+	}
+}
+
+// recordingBackend keeps the operations of every transaction it is given, and accepts them.
+type recordingBackend struct{ ops []op }
+
+func (r *recordingBackend) apply(_ context.Context, ops []op) error {
+	r.ops = append(r.ops, ops...)
+	return nil
+}
+
+// TestFullSyncWritesEveryChainFirst checks that a full sync creates every Service's chains before
+// any Service's sets and rules (see writeServiceChains): with two Services of ClientIP affinity,
+// the last chain of the second comes before the first set and rule of the first.
+func TestFullSyncWritesEveryChainFirst(t *testing.T) {
+	var services []Service
+	for i, name := range []string{"a", "b"} {
+		services = append(services, Service{Namespace: "ns", Name: name, AffinityTimeout: time.Minute,
+			ClusterIPs: ips(fmt.Sprintf("10.96.0.%d", i+1)),
+			Ports:      []Port{{Name: "p", Protocol: TCP, Port: 80, NodePort: 30080 + uint16(i), Endpoints: dispatchEndpoints(3)}}})
+	}
+	back := &recordingBackend{}
+	s, err := NewWithBackend(back, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sync(context.Background(), services, true); err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{}
+	for i := range services {
+		for _, c := range renderService(&services[i], ipv4).chains {
+			own[c.name] = true
+		}
+	}
+	lastChain, firstContent, chains := -1, -1, 0
+	for i, o := range back.ops {
+		switch obj := o.obj.(type) {
+		case *knftables.Chain:
+			if own[obj.Name] {
+				lastChain, chains = i, chains+1
+			}
+		case *knftables.Rule:
+			if own[obj.Chain] && firstContent < 0 {
+				firstContent = i
+			}
+		case *knftables.Set:
+			if firstContent < 0 && strings.HasPrefix(obj.Name, "aff-") {
+				firstContent = i
+			}
+		}
+	}
+	if chains != 2*(1+1+3) || firstContent < 0 || lastChain > firstContent {
+		t.Fatalf("%d Service chains, the last at operation %d; the first of their sets or rules at %d", chains, lastChain, firstContent)
 	}
 }

@@ -425,8 +425,12 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 		}
 	}
 	writeDispatch(tx, clusterPicksInUse(pickRefs), s.fam, false)
+	// Every chain before any content: see writeServiceChains.
 	for i := range desired {
-		writeServiceObjects(tx, &rendered[i], s.fam, never)
+		writeServiceChains(tx, &rendered[i], never)
+	}
+	for i := range desired {
+		writeServiceContent(tx, &rendered[i], s.fam)
 	}
 	for i := range desired {
 		d, objs := &desired[i], &rendered[i]
