@@ -133,15 +133,16 @@ func privateResolverPossible() (string, bool) {
 	}
 	for range 100 {
 		ip := fmt.Sprintf("127.53.%d.%d", rand.IntN(256), 1+rand.IntN(254))
-		if port53Free(ip) {
+		if AddressFreeForDNS(net.JoinHostPort(ip, "53")) {
 			return ip, true
 		}
 	}
 	return "", false
 }
 
-func port53Free(ip string) bool {
-	addr := net.JoinHostPort(ip, "53")
+// AddressFreeForDNS reports whether a DNS server could bind addr (host:port) right now: it binds
+// UDP and TCP both, and a port free for one can be taken for the other.
+func AddressFreeForDNS(addr string) bool {
 	u, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return false

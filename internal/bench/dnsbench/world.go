@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/internal/localset"
 	"github.com/fleetslice/fleetslice/internal/testenv"
 )
 
@@ -208,20 +209,16 @@ func (s *server) stop() error {
 // free only for UDP can be one a concurrent test's TCP socket holds, and the server then exits at
 // start.
 func freePort() (int, error) {
-	var lastErr error
 	for range 20 {
 		u, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {
 			return 0, err
 		}
 		port := u.LocalAddr().(*net.UDPAddr).Port
-		t, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		u.Close()
-		if err == nil {
-			t.Close()
+		if localset.AddressFreeForDNS(net.JoinHostPort("127.0.0.1", strconv.Itoa(port))) {
 			return port, nil
 		}
-		lastErr = err
 	}
-	return 0, fmt.Errorf("no loopback port free for both UDP and TCP: %w", lastErr)
+	return 0, errors.New("no loopback port free for both UDP and TCP in 20 tries")
 }
