@@ -129,7 +129,8 @@ func (o *partOptions) sizes(quick bool) (sizes, error) {
 }
 
 func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
-	if _, _, err := placement(o.fleetsliceCluster); err != nil {
+	fsMember, upstream, err := placement(o.fleetsliceCluster)
+	if err != nil {
 		return nil, err
 	}
 	sz, err := o.sizes(env.Quick)
@@ -153,7 +154,7 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, er
 	}
 	var results []settingResult
 	for _, st := range chosen {
-		res, err := o.runSetting(ctx, env, sz, st, runs, manager)
+		res, err := o.runSetting(ctx, env, sz, st, runs, manager, fsMember, upstream)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}
@@ -178,7 +179,9 @@ type settingResult struct {
 	mem   *memory
 }
 
-func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, st setting, runs int, manager string) (res settingResult, err error) {
+// runSetting measures one setting with fleetslice writing the slices of member fsMember and
+// kube-controller-manager's controller those of member upstream.
+func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, st setting, runs int, manager, fsMember, upstream string) (res settingResult, err error) {
 	res.setting = st
 	workdir, err := os.MkdirTemp("", "fleetslice-bench-rollout-")
 	if err != nil {
@@ -192,10 +195,6 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 		managerArgs = append(managerArgs, "--endpoint-updates-batch-period", st.batch.String())
 	}
 	env.Logf("endpointslice-e2e: %s: bringing up 2 clusters of %d Nodes", st.name, sz.nodes)
-	fsMember, upstream, err := placement(o.fleetsliceCluster)
-	if err != nil {
-		return res, err
-	}
 	cs, err := localset.Up(ctx, localset.Options{
 		Workdir: workdir, Clusters: 2, NodesPerCluster: sz.nodes, ControllerManagerArgs: kcmArgs,
 		UpstreamEndpointSlices: []string{upstream}, DisableQPSLimits: st.unlimitedCluster, NoBroker: true, Log: env.Log,
