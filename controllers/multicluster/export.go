@@ -133,7 +133,6 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	cond := conflict.Condition()
 	cond.ObservedGeneration = export.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
-	r.announceTransitions(export, status)
 	return reconcile.Result{}, r.writeStatus(ctx, export, status)
 }
 
@@ -189,7 +188,6 @@ func (r *exportReconciler) handleInvalid(ctx context.Context, export *mcsv1beta1
 	})
 	// An invalid export takes no part in the merge, so it cannot be in conflict either.
 	meta.RemoveStatusCondition(&status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict))
-	r.announceTransitions(export, status)
 	return r.writeStatus(ctx, export, status)
 }
 
@@ -231,6 +229,9 @@ func (r *exportReconciler) announceTransitions(export *mcsv1beta1.ServiceExport,
 	}
 }
 
+// writeStatus writes the export's status if it changed, and only once the write has landed
+// announces its transitions: a reconcile that read a stale export from the cache sees the old
+// conditions and would announce a transition already announced, but its write conflicts.
 func (r *exportReconciler) writeStatus(ctx context.Context, export *mcsv1beta1.ServiceExport, status *mcsv1beta1.ServiceExportStatus) error {
 	if equality.Semantic.DeepEqual(&export.Status, status) {
 		return nil
@@ -243,7 +244,11 @@ func (r *exportReconciler) writeStatus(ctx context.Context, export *mcsv1beta1.S
 		// A newer export (or none) is on its way through the cache; its event requeues us.
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	r.announceTransitions(export, status)
+	return nil
 }
 
 // publish writes the Service's slice copies and then its record, so that members who see the

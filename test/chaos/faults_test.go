@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -45,8 +46,8 @@ var _ = Describe("faults", Ordered, func() {
 		var total writes
 		for r, b := range before {
 			w := r.counts().sub(b)
-			Expect(w.total()).To(BeZero(), "%s wrote after a restart with nothing changed: %s (longest member Lease renewal gaps: %s; lease %s)",
-				r.name, w, longest, size.Lease)
+			Expect(w.total()).To(BeZero(), "%s wrote after a restart with nothing changed: %s (longest member Lease renewal gaps: %s; lease %s; events recorded since the restart: %v)",
+				r.name, w, longest, size.Lease, eventsSince(ctx, r.member, t0))
 			total = addWrites(total, w)
 		}
 		// The same, as the API servers counted it, for what only fleetslice writes there.
@@ -316,6 +317,27 @@ func addWrites(a, b writes) writes {
 
 // serverWrites reads, from each API server's own metrics, the writes of the resources only
 // fleetslice writes there: slices, imports and exports in members, all but Leases in the broker.
+// eventsSince describes the events of the member recorded or repeated after t, to say which
+// decision a restarted manager announced.
+func eventsSince(ctx context.Context, m *member, t time.Time) []string {
+	list := &eventsv1.EventList{}
+	if err := m.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range list.Items {
+		last, count := e.EventTime.Time, int32(1)
+		if e.Series != nil {
+			last, count = e.Series.LastObservedTime.Time, e.Series.Count
+		}
+		if last.After(t) {
+			out = append(out, fmt.Sprintf("%s %s/%s by %s (%s, %d times, last %s): %s", e.Reason, e.Regarding.Kind, e.Regarding.Name,
+				e.ReportingController, e.Action, count, last.Format(time.RFC3339Nano), e.Note))
+		}
+	}
+	return out
+}
+
 func serverWrites(ctx context.Context) map[string]apimetrics.Writes {
 	GinkgoHelper()
 	out := map[string]apimetrics.Writes{}
