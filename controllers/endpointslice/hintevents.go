@@ -7,7 +7,8 @@ import (
 
 // reportHints emits TopologyAwareHintsEnabled or TopologyAwareHintsDisabled, with the reason,
 // whenever an address type's hint state changes, never on every sync. A Service that never asked
-// for hints gets no event.
+// for hints gets no event, and neither does one whose slices already carried its hints when this
+// manager first synced it.
 func (r *Reconciler) reportHints(svc *corev1.Service, decisions []hintDecision) {
 	service := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	for _, d := range decisions {
@@ -23,7 +24,11 @@ func (r *Reconciler) reportHints(svc *corev1.Service, decisions []hintDecision) 
 		prev, known := r.hintStates[key]
 		r.hintStates[key] = state
 		r.hintMu.Unlock()
-		if prev == state || (!known && d.mode == hintsNone) {
+		// A Service first met with its hints already in place (a restarted manager meeting it
+		// again) has nothing new to announce. Hints not applied are announced on first sight
+		// either way: the user asked for them and should hear why they are missing.
+		alreadyOn := d.enabled && d.changed == 0 && d.hinted > 0
+		if prev == state || (!known && (d.mode == hintsNone || alreadyOn)) {
 			continue
 		}
 		// The events API folds events that differ only in their note into one series, so the

@@ -96,8 +96,9 @@ type hintDecision struct {
 	enabled     bool
 	reason      string
 	message     string
-	// changed counts endpoints whose hints this sync rewrites.
-	changed int
+	// changed counts endpoints whose hints this sync rewrites; hinted, those that carry hints
+	// after it.
+	changed, hinted int
 }
 
 // decideHints returns the hints each endpoint must carry (an endpoint absent keeps the hints it
@@ -164,11 +165,16 @@ func decideHints(in hintInput) (map[endpoints.Identity]*discoveryv1.EndpointHint
 	return want, d.countChanges(in.endpoints, want)
 }
 
-// countChanges sets how many endpoints get other hints than they carry now.
+// countChanges sets how many endpoints get other hints than they carry now, and how many carry
+// hints afterwards.
 func (d hintDecision) countChanges(eps []hintedEndpoint, want map[endpoints.Identity]*discoveryv1.EndpointHints) hintDecision {
 	for _, e := range eps {
-		if h, ok := want[e.id]; ok && !endpoints.HintsEqual(e.current, h) {
+		h, ok := want[e.id]
+		if ok && !endpoints.HintsEqual(e.current, h) {
 			d.changed++
+		}
+		if (ok && h != nil) || (!ok && e.current != nil) {
+			d.hinted++
 		}
 	}
 	return d

@@ -221,20 +221,50 @@ func TestReportHintsEmitsOnStateChangesOnly(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	r.Recorder = rec
 	svc := testService()
-	on := hintDecision{addressType: discoveryv1.AddressTypeIPv4, mode: hintsAuto, enabled: true}
+	on := hintDecision{addressType: discoveryv1.AddressTypeIPv4, mode: hintsAuto, enabled: true, changed: 4, hinted: 4}
 	off := hintDecision{addressType: discoveryv1.AddressTypeIPv4, mode: hintsAuto, reason: "InsufficientNumberOfEndpoints", message: "too few"}
 	none := hintDecision{addressType: discoveryv1.AddressTypeIPv6, mode: hintsNone, reason: reasonDisabled}
 	for _, ds := range [][]hintDecision{{on, none}, {on, none}, {off}, {off}, {on}} {
 		r.reportHints(svc, ds)
 	}
+	// Another Service first met with its hints already in place, as after a restart.
+	restarted := testService()
+	restarted.Name = "restarted"
+	r.reportHints(restarted, []hintDecision{{addressType: discoveryv1.AddressTypeIPv4, mode: hintsAuto, enabled: true, hinted: 4}})
+	// And one asking for hints before it has endpoints: they are on, though none carries any yet.
+	empty := testService()
+	empty.Name = "empty"
+	r.reportHints(empty, []hintDecision{{addressType: discoveryv1.AddressTypeIPv4, mode: hintsSameZone, enabled: true}})
 	close(rec.Events)
 	var got []string
 	for e := range rec.Events {
 		got = append(got, e)
 	}
-	if len(got) != 3 || !strings.Contains(got[0], "TopologyAwareHintsEnabled") ||
+	if len(got) != 4 || !strings.Contains(got[0], "TopologyAwareHintsEnabled") ||
 		!strings.Contains(got[1], "Warning TopologyAwareHintsDisabled") || !strings.Contains(got[1], "InsufficientNumberOfEndpoints") ||
-		!strings.Contains(got[2], "TopologyAwareHintsEnabled") {
+		!strings.Contains(got[2], "TopologyAwareHintsEnabled") || !strings.Contains(got[3], "(PreferSameZone)") {
 		t.Fatalf("events = %q", got)
+	}
+}
+
+func TestCountChangesCountsWhatIsHintedAfterwards(t *testing.T) {
+	zone := func(z string) *discoveryv1.EndpointHints {
+		return &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: z}}}
+	}
+	id := func(ip string) endpoints.Identity { return endpoints.Identity{Addresses: ip} }
+	eps := []hintedEndpoint{
+		{id: id("10.0.0.1"), current: zone("a")}, // kept as it is
+		{id: id("10.0.0.2"), current: zone("a")}, // moved to b
+		{id: id("10.0.0.3"), current: zone("a")}, // cleared
+		{id: id("10.0.0.4")},                     // hinted anew
+		{id: id("10.0.0.5"), current: zone("c")}, // not decided: keeps its hints
+		{id: id("10.0.0.6")},                     // not decided, none
+	}
+	want := map[endpoints.Identity]*discoveryv1.EndpointHints{
+		id("10.0.0.1"): zone("a"), id("10.0.0.2"): zone("b"), id("10.0.0.3"): nil, id("10.0.0.4"): zone("a"),
+	}
+	d := hintDecision{}.countChanges(eps, want)
+	if d.changed != 3 || d.hinted != 4 {
+		t.Fatalf("changed %d, hinted %d; want 3 and 4", d.changed, d.hinted)
 	}
 }
