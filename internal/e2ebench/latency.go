@@ -33,11 +33,22 @@ func (l Latencies) Quantile(q float64) time.Duration { return bench.Quantile(l, 
 
 // latencySample is one latency with what it was measured on, for the log's slowest samples.
 type latencySample struct {
-	slice          string
-	trigger, write time.Time
+	slice, managedBy string
+	trigger, write   time.Time
 }
 
 func (s latencySample) latency() time.Duration { return s.write.Sub(s.trigger) }
+
+// samplesOf keeps the samples of the slices labelled managed-by managedBy.
+func samplesOf(samples []latencySample, managedBy string) []latencySample {
+	var out []latencySample
+	for _, s := range samples {
+		if s.managedBy == managedBy {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // slowest returns the n samples of the longest latency, longest first.
 func slowest(samples []latencySample, n int) []latencySample {
@@ -108,7 +119,7 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 				continue
 			}
 			mu.Lock()
-			samples = append(samples, latencySample{slice: s.Name, trigger: trigger, write: at})
+			samples = append(samples, latencySample{slice: s.Name, managedBy: s.Labels[discoveryv1.LabelManagedBy], trigger: trigger, write: at})
 			mu.Unlock()
 		}
 	}()

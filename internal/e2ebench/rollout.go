@@ -1,7 +1,7 @@
 // Package e2ebench measures fleetslice against kube-controller-manager's own EndpointSlice
-// controller on a local ClusterSet: the same Deployment rollout runs in a member where fleetslice
-// writes the slices and in a member where the built-in controller does, and each API server's
-// request counters say how many EndpointSlice writes each controller made.
+// controller on a local ClusterSet: both controllers write slices for the same Service in one
+// member cluster, each its own set told apart by the managed-by label, so they see the very same
+// Pod changes; the API server's audit log says which of them made each write.
 package e2ebench
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/internal/localset"
 )
 
@@ -49,11 +50,14 @@ type Phase struct {
 	Timeline []WritePoint
 }
 
-// Side is one controller's cluster and what was measured there.
+// Side is one controller and what was measured of it.
 type Side struct {
 	Controller string
 	Cluster    string
-	stats      statsSource
+	// managedBy is the managed-by label of the slices the controller writes; userAgent starts
+	// the user agent of its requests, which tells its writes apart in the audit log.
+	managedBy, userAgent string
+	stats                statsSource
 	// Setup is the Deployment's first creation, Rollouts each rollout in order, ScaleUp the scale
 	// to the memory size (nil until Scale ran).
 	Setup    Phase
@@ -71,7 +75,7 @@ type WritePoint struct {
 // which bounds how finely Converged and Rolled are measured.
 const SettlePoll = 250 * time.Millisecond
 
-// TimelineStep is how often a phase's writes are sampled for Phase.Timeline.
+// TimelineStep is the spacing of a phase's Phase.Timeline points.
 const TimelineStep = 500 * time.Millisecond
 
 // Options size the rollout.
@@ -81,15 +85,31 @@ type Options struct {
 	Log     io.Writer
 }
 
-// NewSides names the two sides of a comparison: fleetslice in the member named fleetslice (its
-// manager serving metrics at managerMetrics), kube-controller-manager's own controller in the other.
-func NewSides(cs *localset.ClusterSet, fleetslice, managerMetrics string) ([]Side, error) {
-	i := slices.Index(cs.Members, fleetslice)
-	if len(cs.Members) != 2 || i < 0 {
-		return nil, fmt.Errorf("need two members, one of them %s; have %v", fleetslice, cs.Members)
+// Comparison is both controllers writing the slices of one Service over one Deployment in the
+// member Cluster, and optionally a Baseline member whose kube-controller-manager runs without
+// its EndpointSlice controller and whose copy of the workload follows every step unmeasured, so
+// that the two kube-controller-managers' memory can be told apart.
+type Comparison struct {
+	Cluster, Baseline string
+	Sides             []Side
+	cs                *localset.ClusterSet
+	opts              Options
+}
+
+// NewComparison sets up the comparison in cluster, whose API server must write its audit log
+// (localset.Options.AuditEndpointSliceWrites) and whose kube-controller-manager runs its own
+// EndpointSlice controller; fleetslice's manager serves metrics at managerMetrics. baseline may
+// be empty.
+func NewComparison(cs *localset.ClusterSet, cluster, baseline, managerMetrics string, opts Options) (*Comparison, error) {
+	for _, m := range []string{cluster, baseline} {
+		if m != "" && !slices.Contains(cs.Members, m) {
+			return nil, fmt.Errorf("no member %s in the ClusterSet (members %v)", m, cs.Members)
+		}
 	}
-	upstream := cs.Members[1-i]
-	pid, err := ControllerManagerPID(cs, upstream)
+	if cluster == baseline {
+		return nil, fmt.Errorf("the baseline must be another member than %s", cluster)
+	}
+	pid, err := ControllerManagerPID(cs, cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -97,67 +117,95 @@ func NewSides(cs *localset.ClusterSet, fleetslice, managerMetrics string) ([]Sid
 	if err != nil {
 		return nil, err
 	}
-	return []Side{
-		{Controller: "fleetslice", Cluster: fleetslice, stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
-		{Controller: "kube-controller-manager", Cluster: upstream, stats: statsSource{url: kcm, query: upstreamStats}},
-	}, nil
+	return &Comparison{Cluster: cluster, Baseline: baseline, cs: cs, opts: opts, Sides: []Side{
+		{Controller: "fleetslice", Cluster: cluster, managedBy: endpointslice.ManagedBy, userAgent: "manager/",
+			stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
+		{Controller: "kube-controller-manager", Cluster: cluster, managedBy: endpointslice.UpstreamManagedBy,
+			userAgent: "kube-controller-manager/", stats: statsSource{url: kcm, query: upstreamStats}},
+	}}, nil
 }
 
-// SetUp creates the Service and its Deployment of opts.Pods replicas on every side at once and
-// measures each until every endpoint is ready. Its timing is not compared (the sides compete for
-// the machine), its writes and latencies are.
-func SetUp(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options) error {
-	errs := make([]error, len(sides))
+// SetUp creates the namespace, the Service and its Deployment and measures both controllers until
+// every endpoint is ready in each one's slices (the baseline's copy is created at the same time).
+func (c *Comparison) SetUp(ctx context.Context) error {
+	create := func(cl client.Client) error { return createWorkload(ctx, cl, c.opts.Pods) }
+	var baselineErr error
 	var wg sync.WaitGroup
-	for i := range sides {
-		wg.Go(func() {
-			sides[i].Setup, errs[i] = measure(ctx, cs, &sides[i], opts, "creating the Deployment", func(c client.Client) error {
-				return createWorkload(ctx, c, opts.Pods)
-			})
-		})
+	if c.Baseline != "" {
+		wg.Go(func() { baselineErr = c.onBaseline(ctx, c.opts.Pods, create) })
 	}
+	phases, err := c.measure(ctx, c.opts.Pods, "creating the Deployment", create)
 	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// RollOut rolls every side's Deployment to a new template, one side after the other (the last
-// first when reversed, so that taking turns evens out who runs while the machine is busier), and
-// appends the measured phase to each side's Rollouts.
-func RollOut(ctx context.Context, cs *localset.ClusterSet, sides []Side, opts Options, reversed bool) error {
-	for n := range sides {
-		i := n
-		if reversed {
-			i = len(sides) - 1 - n
-		}
-		phase, err := measure(ctx, cs, &sides[i], opts, "rolling out a new template", func(c client.Client) error {
-			deploy := rolloutDeployment(workloadNamespace, int32(opts.Pods))
-			if err := c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
-				return err
-			}
-			deploy.Spec.Template.Annotations = map[string]string{"fleetslice.io/rollout": time.Now().Format(time.RFC3339Nano)}
-			return c.Update(ctx, deploy)
-		})
-		if err != nil {
-			return err
-		}
-		sides[i].Rollouts = append(sides[i].Rollouts, phase)
+	if err = errors.Join(err, baselineErr); err != nil {
+		return err
+	}
+	for i := range c.Sides {
+		c.Sides[i].Setup = phases[i]
 	}
 	return nil
 }
 
-// Scale scales every side's Deployment to pods, one side after the other, and records the phase
-// as ScaleUp; memory figures are read after it.
-func Scale(ctx context.Context, cs *localset.ClusterSet, sides []Side, pods int, opts Options) error {
-	for i := range sides {
-		phase, err := measure(ctx, cs, &sides[i], Options{Pods: pods, Timeout: opts.Timeout, Log: opts.Log},
-			fmt.Sprintf("scaling to %d Pods", pods), func(c client.Client) error {
-				deploy := rolloutDeployment(workloadNamespace, int32(pods))
-				return c.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods)))
-			})
-		if err != nil {
+// RollOut rolls the Deployment to a new template, appends the measured phase to each side's
+// Rollouts, then rolls the baseline's copy.
+func (c *Comparison) RollOut(ctx context.Context) error {
+	roll := func(cl client.Client) error {
+		deploy := rolloutDeployment(workloadNamespace, int32(c.opts.Pods))
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
 			return err
 		}
-		sides[i].ScaleUp = &phase
+		deploy.Spec.Template.Annotations = map[string]string{"fleetslice.io/rollout": time.Now().Format(time.RFC3339Nano)}
+		return cl.Update(ctx, deploy)
+	}
+	phases, err := c.measure(ctx, c.opts.Pods, "rolling out a new template", roll)
+	if err != nil {
+		return err
+	}
+	for i := range c.Sides {
+		c.Sides[i].Rollouts = append(c.Sides[i].Rollouts, phases[i])
+	}
+	return c.onBaseline(ctx, c.opts.Pods, roll)
+}
+
+// Scale scales the Deployment to pods and records the phase as each side's ScaleUp, then scales
+// the baseline's copy; memory figures are read after it.
+func (c *Comparison) Scale(ctx context.Context, pods int) error {
+	scale := func(cl client.Client) error {
+		deploy := rolloutDeployment(workloadNamespace, int32(pods))
+		return cl.Patch(ctx, deploy, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, pods)))
+	}
+	phases, err := c.measure(ctx, pods, fmt.Sprintf("scaling to %d Pods", pods), scale)
+	if err != nil {
+		return err
+	}
+	for i := range c.Sides {
+		c.Sides[i].ScaleUp = &phases[i]
+	}
+	return c.onBaseline(ctx, pods, scale)
+}
+
+// onBaseline applies act to the baseline's copy of the workload and waits for its Deployment to
+// roll out; without a baseline it does nothing.
+func (c *Comparison) onBaseline(ctx context.Context, pods int, act func(client.Client) error) error {
+	if c.Baseline == "" {
+		return nil
+	}
+	cl, err := c.cs.Client(c.Baseline)
+	if err != nil {
+		return err
+	}
+	if err := act(cl); err != nil {
+		return fmt.Errorf("baseline %s: %w", c.Baseline, err)
+	}
+	deploy := rolloutDeployment(workloadNamespace, int32(pods))
+	err = wait.PollUntilContextTimeout(ctx, SettlePoll, c.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(deploy), d); err != nil {
+			return false, nil
+		}
+		return rolledOut(d), nil
+	})
+	if err != nil {
+		return fmt.Errorf("baseline %s: waiting for the Deployment to roll out: %w", c.Baseline, err)
 	}
 	return nil
 }
@@ -187,111 +235,151 @@ func createWorkload(ctx context.Context, c client.Client, pods int) error {
 // slowestLogged is how many of a phase's slowest latency samples the log lists.
 const slowestLogged = 12
 
-// measure runs act on a side and measures until its Service has settled at opts.Pods endpoints:
-// writes (from the API server), the write timeline, latencies (from a slice watch) and the
-// controller's own counters.
-func measure(ctx context.Context, cs *localset.ClusterSet, side *Side, opts Options, what string, act func(client.Client) error) (Phase, error) {
-	var p Phase
-	fail := func(err error) (Phase, error) {
-		return p, fmt.Errorf("%s in %s, %s: %w", side.Controller, side.Cluster, what, err)
+// measure runs act on the comparison's cluster and measures both controllers until each one's
+// slices list the pods endpoints, all ready: writes (from the audit log, by user agent), the write
+// timeline, latencies (from a slice watch) and each controller's own counters. The returned
+// phases are in the order of Sides.
+func (c *Comparison) measure(ctx context.Context, pods int, what string, act func(client.Client) error) ([]Phase, error) {
+	fail := func(err error) ([]Phase, error) {
+		return nil, fmt.Errorf("%s, %s: %w", c.Cluster, what, err)
 	}
-	c, err := cs.Client(side.Cluster)
+	cl, err := c.cs.Client(c.Cluster)
 	if err != nil {
 		return fail(err)
 	}
-	cfg, err := cs.RESTConfig(side.Cluster)
+	cfg, err := c.cs.RESTConfig(c.Cluster)
 	if err != nil {
 		return fail(err)
 	}
-	before, err := endpointSliceWrites(ctx, cfg)
+	audit, err := tailAudit(c.cs.AuditLog(c.Cluster))
 	if err != nil {
 		return fail(err)
 	}
-	statsBefore, err := side.stats.read(ctx)
-	if err != nil {
-		return fail(err)
+	statsBefore := make([]ControllerStats, len(c.Sides))
+	for i, s := range c.Sides {
+		if statsBefore[i], err = s.stats.read(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	stopWatch, err := watchLatencies(ctx, cfg, workloadNamespace, "rollout")
 	if err != nil {
 		return fail(err)
 	}
-	if opts.Log != nil {
-		fmt.Fprintf(opts.Log, "[%s] %s\n", side.Controller, what)
-	}
+	c.logf("%s", what)
 	start := time.Now()
-	stopTrace, err := tracePods(ctx, cfg, workloadNamespace, side.Controller, what, start)
+	stopTrace, err := tracePods(ctx, cfg, workloadNamespace, "both", what, start)
 	if err != nil {
 		_, _ = stopWatch()
 		return fail(err)
 	}
 	defer func() { _ = stopTrace() }()
-	if err := act(c); err != nil {
+	if err := act(cl); err != nil {
 		_, _ = stopWatch()
 		return fail(err)
 	}
-	sampled := sampleWrites(ctx, cfg, before, start)
-	final, rolledAt, err := waitSettled(ctx, c, rolloutDeployment(workloadNamespace, int32(opts.Pods)), opts, &p.PeakSlices)
-	p.Converged = time.Since(start)
-	p.Rolled = rolledAt.Sub(start)
-	p.Timeline = sampled()
+	settled, rolledAt, err := waitSettled(ctx, cl, rolloutDeployment(workloadNamespace, int32(pods)), c.Sides, pods, c.opts.Timeout)
 	samples, watchErr := stopWatch()
 	if err = errors.Join(err, watchErr); err != nil {
 		return fail(err)
 	}
-	p.FinalSlices = final
-	for _, s := range samples {
-		p.Latency = append(p.Latency, s.latency())
-	}
-	after, err := endpointSliceWrites(ctx, cfg)
+	writes, err := audit.next()
 	if err != nil {
 		return fail(err)
 	}
-	statsAfter, err := side.stats.read(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	p.Writes, p.Stats = diff(after, before), statsAfter.Sub(statsBefore)
-	if opts.Log != nil {
-		fmt.Fprintf(opts.Log, "[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v\n", side.Controller,
-			p.Converged.Round(time.Millisecond), final, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
-		// Where the tail comes from: the slowest samples, on the phase's clock.
-		for _, s := range slowest(samples, slowestLogged) {
-			fmt.Fprintf(opts.Log, "[%s]   slow: %s triggered at %s, written at %s (%s)\n", side.Controller, s.slice,
-				s.trigger.Sub(start).Round(time.Millisecond), s.write.Sub(start).Round(time.Millisecond), s.latency().Round(time.Millisecond))
-		}
-	}
-	return p, nil
-}
-
-// sampleWrites polls the API server's EndpointSlice write counters every TimelineStep from start
-// until the returned function is called, which returns the samples. A failed poll is skipped:
-// the picture loses a point, the totals (read separately) stay exact.
-func sampleWrites(ctx context.Context, cfg *rest.Config, base map[string]int, start time.Time) func() []WritePoint {
-	done := make(chan struct{})
-	result := make(chan []WritePoint, 1)
-	go func() {
-		points := []WritePoint{{At: 0, Writes: 0}}
-		ticker := time.NewTicker(TimelineStep)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-done:
-				result <- points
-				return
-			case <-ctx.Done():
-				result <- points
-				return
-			case <-ticker.C:
-				now, err := endpointSliceWrites(ctx, cfg)
-				if err == nil {
-					points = append(points, WritePoint{At: time.Since(start), Writes: TotalWrites(diff(now, base))})
-				}
+	phases := make([]Phase, len(c.Sides))
+	for i, s := range c.Sides {
+		p := &phases[i]
+		p.Converged, p.Rolled = settled[i].at.Sub(start), rolledAt.Sub(start)
+		p.PeakSlices, p.FinalSlices = settled[i].peak, settled[i].slices
+		mine := writesOf(writes, s.userAgent)
+		p.Writes, p.Timeline = countWrites(mine), timeline(mine, start, p.Converged)
+		for _, ls := range samples {
+			if ls.managedBy == s.managedBy {
+				p.Latency = append(p.Latency, ls.latency())
 			}
 		}
-	}()
-	return func() []WritePoint {
-		close(done)
-		return <-result
+		statsAfter, err := s.stats.read(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		p.Stats = statsAfter.Sub(statsBefore[i])
+		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v", s.Controller,
+			p.Converged.Round(time.Millisecond), p.FinalSlices, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
+		// Where the tail comes from: the slowest samples, on the phase's clock.
+		for _, ls := range slowest(samplesOf(samples, s.managedBy), slowestLogged) {
+			c.logf("[%s]   slow: %s triggered at %s, written at %s (%s)", s.Controller, ls.slice,
+				ls.trigger.Sub(start).Round(time.Millisecond), ls.write.Sub(start).Round(time.Millisecond), ls.latency().Round(time.Millisecond))
+		}
+	}
+	if other := unattributed(writes, c.Sides); len(other) > 0 {
+		return fail(fmt.Errorf("EndpointSlice writes in %s by neither controller, from user agents %v", workloadNamespace, other))
+	}
+	return phases, nil
+}
+
+func (c *Comparison) logf(format string, args ...any) {
+	if c.opts.Log != nil {
+		fmt.Fprintf(c.opts.Log, format+"\n", args...)
+	}
+}
+
+// writesOf keeps the workload's writes whose user agent starts with prefix.
+func writesOf(writes []auditWrite, prefix string) []auditWrite {
+	var out []auditWrite
+	for _, w := range writes {
+		if w.namespace == workloadNamespace && strings.HasPrefix(w.userAgent, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// unattributed lists the user agents of workload writes no side made: were there any, the split of
+// writes between the sides could not be trusted.
+func unattributed(writes []auditWrite, sides []Side) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range writes {
+		mine := false
+		for _, s := range sides {
+			mine = mine || strings.HasPrefix(w.userAgent, s.userAgent)
+		}
+		if w.namespace == workloadNamespace && !mine && !seen[w.userAgent] {
+			seen[w.userAgent] = true
+			out = append(out, w.userAgent)
+		}
+	}
+	return out
+}
+
+// countWrites counts writes by verb, and rejected ones (409 conflicts) once more as "conflict",
+// as the API server's request counters do.
+func countWrites(writes []auditWrite) map[string]int {
+	out := map[string]int{}
+	for _, w := range writes {
+		out[w.verb]++
+		if w.conflict {
+			out["conflict"]++
+		}
+	}
+	return out
+}
+
+// timeline is the cumulative count of writes every TimelineStep from start to end.
+func timeline(writes []auditWrite, start time.Time, end time.Duration) []WritePoint {
+	var out []WritePoint
+	for at := time.Duration(0); ; at += TimelineStep {
+		at = min(at, end)
+		n := 0
+		for _, w := range writes {
+			if !w.at.After(start.Add(at)) {
+				n++
+			}
+		}
+		out = append(out, WritePoint{At: at, Writes: n})
+		if at == end {
+			return out
+		}
 	}
 }
 
@@ -300,15 +388,28 @@ func TotalWrites(w map[string]int) int {
 	return w["create"] + w["update"] + w["patch"] + w["delete"]
 }
 
-// waitSettled waits until the Deployment has rolled out and its Service lists every ready Pod
-// exactly once with no terminating endpoint left; it returns the slice count then and when it first
-// saw the Deployment rolled out (never after it settled, since settling needs it; zero only with an
-// error), and tracks the peak slice count on the way.
-func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, opts Options, peak *int) (int, time.Time, error) {
-	slices := 0
-	last := ""
+// rolledOut reports whether a Deployment has every replica updated and ready at its generation.
+func rolledOut(d *appsv1.Deployment) bool {
+	return d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+		d.Status.Replicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas
+}
+
+// settledSide is when one controller's slices first listed every ready Pod exactly once with
+// nothing terminating, how many slices it had then and the most it had on the way.
+type settledSide struct {
+	at           time.Time
+	slices, peak int
+}
+
+// waitSettled waits until the Deployment has rolled out and each side's slices list every ready
+// Pod exactly once with no terminating endpoint left; it returns when each side first got there
+// and when the Deployment was first seen rolled out (never after a side settled, since settling
+// needs it).
+func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment, sides []Side, pods int, timeout time.Duration) ([]settledSide, time.Time, error) {
+	out := make([]settledSide, len(sides))
 	var rolledAt time.Time
-	err := wait.PollUntilContextTimeout(ctx, SettlePoll, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+	last := ""
+	err := wait.PollUntilContextTimeout(ctx, SettlePoll, timeout, true, func(ctx context.Context) (bool, error) {
 		// A busy simulated API server sometimes drops a request; polling again is the cure, and
 		// the timeout still bounds the wait.
 		d := &appsv1.Deployment{}
@@ -322,37 +423,51 @@ func waitSettled(ctx context.Context, c client.Client, deploy *appsv1.Deployment
 			last = "listing the EndpointSlices: " + err.Error()
 			return false, nil
 		}
-		slices = len(list.Items)
-		if peak != nil && slices > *peak {
-			*peak = slices
-		}
-		// An address may show up twice for a moment when a new Pod reuses a deleted Pod's IP
-		// before the next sync; settled means every address once.
-		seen := map[string]bool{}
-		ready, others := 0, 0
-		for _, s := range list.Items {
-			for _, ep := range s.Endpoints {
-				seen[ep.Addresses[0]] = true
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-					ready++
-				} else {
-					others++
-				}
-			}
-		}
-		rolled := d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == *d.Spec.Replicas &&
-			d.Status.Replicas == *d.Spec.Replicas && d.Status.ReadyReplicas == *d.Spec.Replicas
+		now := time.Now()
+		rolled := rolledOut(d)
 		if rolled && rolledAt.IsZero() {
-			rolledAt = time.Now()
+			rolledAt = now
 		}
-		last = fmt.Sprintf("Deployment generation %d observed %d, replicas %d updated %d ready %d; slices list %d ready, %d other endpoints, %d addresses",
-			d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, ready, others, len(seen))
-		return rolled && ready == opts.Pods && others == 0 && len(seen) == opts.Pods, nil
+		last = fmt.Sprintf("Deployment generation %d observed %d, replicas %d updated %d ready %d",
+			d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas)
+		all := true
+		for i, s := range sides {
+			n, ready, others, addresses := countEndpoints(list.Items, s.managedBy)
+			out[i].peak = max(out[i].peak, n)
+			last += fmt.Sprintf("; %s's slices list %d ready, %d other endpoints, %d addresses", s.Controller, ready, others, addresses)
+			if out[i].at.IsZero() && rolled && ready == pods && others == 0 && addresses == pods {
+				out[i].at, out[i].slices = now, n
+			}
+			all = all && !out[i].at.IsZero()
+		}
+		return all, nil
 	})
 	if err != nil && last != "" {
 		err = fmt.Errorf("%w (last seen: %s)", err, last)
 	}
-	return slices, rolledAt, err
+	return out, rolledAt, err
+}
+
+// countEndpoints counts the slices labelled managed-by managedBy, their ready and other endpoints,
+// and their distinct addresses: an address may show up twice for a moment when a new Pod reuses
+// a deleted Pod's IP before the next sync, and settled means every address once.
+func countEndpoints(list []discoveryv1.EndpointSlice, managedBy string) (n, ready, others, addresses int) {
+	seen := map[string]bool{}
+	for _, s := range list {
+		if s.Labels[discoveryv1.LabelManagedBy] != managedBy {
+			continue
+		}
+		n++
+		for _, ep := range s.Endpoints {
+			seen[ep.Addresses[0]] = true
+			if ptr.Deref(ep.Conditions.Ready, false) {
+				ready++
+			} else {
+				others++
+			}
+		}
+	}
+	return n, ready, others, len(seen)
 }
 
 func rolloutDeployment(ns string, replicas int32) *appsv1.Deployment {
@@ -390,14 +505,4 @@ func RollingDeployment(ns, name string, replicas int32) *appsv1.Deployment {
 			},
 		},
 	}
-}
-
-func diff(after, before map[string]int) map[string]int {
-	out := map[string]int{}
-	for verb, n := range after {
-		if d := n - before[verb]; d > 0 {
-			out[verb] = d
-		}
-	}
-	return out
 }

@@ -56,6 +56,9 @@ type Options struct {
 	// ControllerManagerArgs are extra kube-controller-manager flags (name without dashes: value)
 	// for every member.
 	ControllerManagerArgs map[string]string
+	// AuditEndpointSliceWrites has every member's API server write an audit log of EndpointSlice
+	// writes (ClusterSet.AuditLog), which tells apart writers that share an API server.
+	AuditEndpointSliceWrites bool
 	// NoBroker skips preparing the broker for multi-cluster services (it still runs).
 	NoBroker bool
 	// DNS plans a fleetslice-dns per member (StartDNS runs it) and has each member's kwok run
@@ -155,6 +158,14 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 		}
 		for _, k := range slices.Sorted(maps.Keys(opts.ControllerManagerArgs)) {
 			args = append(args, "--extra-args", "kube-controller-manager="+k+"="+opts.ControllerManagerArgs[k])
+		}
+		if opts.AuditEndpointSliceWrites {
+			policy, err := writeAuditPolicy(workdir)
+			if err != nil {
+				return cs, err
+			}
+			args = append(args, "--extra-args", "kube-apiserver=audit-policy-file="+policy,
+				"--extra-args", "kube-apiserver=audit-log-path="+cs.AuditLog(name))
 		}
 		if !slices.Contains(opts.UpstreamEndpointSlices, name) {
 			// fleetslice's controller replaces kube-controller-manager's in these clusters.

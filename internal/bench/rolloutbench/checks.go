@@ -13,8 +13,8 @@ import (
 const (
 	// maxWriteRatio: fleetslice's mean rollout writes at most this share of upstream's.
 	maxWriteRatio = 0.8
-	// convergeSlack absorbs the scheduling noise of two clusters on one machine: "converges no
-	// later" means a mean convergence time at most this much above upstream's.
+	// convergeSlack is two settle polls: both controllers follow the same rollout, and "converges
+	// no later" means a mean convergence time at most this much above upstream's.
 	convergeSlack = 500 * time.Millisecond
 )
 

@@ -1,7 +1,9 @@
-// Package rolloutbench is the `endpointslice-e2e` part of `fleetslice bench`: the same Deployment
-// rollout on two simulated clusters of a local ClusterSet, one whose EndpointSlices fleetslice's
-// manager writes and one whose kube-controller-manager's own controller writes, counted by each
-// API server; then both scaled to 10,000 Pods for the controllers' resident memory.
+// Package rolloutbench is the `endpointslice-e2e` part of `fleetslice bench`: a Deployment rolled
+// out on a simulated cluster of a local ClusterSet where fleetslice's manager and
+// kube-controller-manager's own controller both write the EndpointSlices of its Service, each its
+// own set, their writes told apart in the API server's audit log; then scaled up for the
+// controllers' resident memory, against a second cluster whose kube-controller-manager runs
+// without its EndpointSlice controller.
 package rolloutbench
 
 import (
@@ -31,11 +33,8 @@ var (
 type partOptions struct {
 	pods, memoryPods, nodes int
 	runs                    int
-	// fleetsliceCluster is the member (1 or 2) whose EndpointSlices fleetslice writes; the other
-	// runs kube-controller-manager's controller.
-	fleetsliceCluster int
-	only              []int
-	timeout           time.Duration
+	only                    []int
+	timeout                 time.Duration
 }
 
 // setting is one way of running both controllers: a ClusterSet of its own, the Deployment created,
@@ -83,8 +82,7 @@ func settings() []setting {
 
 // Part is the `endpointslice-e2e` benchmark.
 func Part() bench.Part {
-	// The default lives here, not only in the flag, so a Part run without a command line gets it.
-	o := &partOptions{fleetsliceCluster: 1}
+	o := &partOptions{}
 	return bench.Part{
 		Name:  "endpointslice-e2e",
 		Title: "EndpointSlice controller on a local ClusterSet: fleetslice beside kube-controller-manager",
@@ -97,8 +95,6 @@ func Part() bench.Part {
 				fmt.Sprintf("endpointslice-e2e part: simulated Nodes per cluster, 250 Pods each (default %d, %d with --quick)", fullSizes.nodes, quickSizes.nodes))
 			fs.IntVar(&o.runs, "endpointslice-e2e-runs", 0, "endpointslice-e2e part: rollouts per setting (default 3, 1 with --quick)")
 			fs.IntSliceVar(&o.only, "endpointslice-e2e-settings", nil, "endpointslice-e2e part: run only these settings, by number (1 defaults at real-cluster limits, 2 defaults without the cluster's limits, 3 batch period 1 s; default all, 1 with --quick)")
-			fs.IntVar(&o.fleetsliceCluster, "endpointslice-e2e-fleetslice-cluster", o.fleetsliceCluster,
-				"endpointslice-e2e part: which of the two simulated clusters (1 or 2) runs fleetslice's manager; the other runs kube-controller-manager's controller. Swap them to see how much a cluster's place on the shared machine weighs")
 			fs.DurationVar(&o.timeout, "endpointslice-e2e-timeout", 0, "endpointslice-e2e part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
 		Run: o.run,
@@ -129,10 +125,6 @@ func (o *partOptions) sizes(quick bool) (sizes, error) {
 }
 
 func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, error) {
-	fsMember, upstream, err := placement(o.fleetsliceCluster)
-	if err != nil {
-		return nil, err
-	}
 	sz, err := o.sizes(env.Quick)
 	if err != nil {
 		return nil, err
@@ -154,22 +146,13 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (*bench.Report, er
 	}
 	var results []settingResult
 	for _, st := range chosen {
-		res, err := o.runSetting(ctx, env, sz, st, runs, manager, fsMember, upstream)
+		res, err := o.runSetting(ctx, env, sz, st, runs, manager)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.name, err)
 		}
 		results = append(results, res)
 	}
 	return buildReport(env, sz, results)
-}
-
-// placement names the member whose EndpointSlices fleetslice writes (1 or 2) and the one where
-// kube-controller-manager's controller does.
-func placement(fleetsliceCluster int) (fleetslice, upstream string, err error) {
-	if fleetsliceCluster != 1 && fleetsliceCluster != 2 {
-		return "", "", fmt.Errorf("--endpointslice-e2e-fleetslice-cluster=%d: want 1 or 2", fleetsliceCluster)
-	}
-	return localset.MemberName(fleetsliceCluster), localset.MemberName(3 - fleetsliceCluster), nil
 }
 
 // settingResult is what one setting measured.
@@ -179,9 +162,15 @@ type settingResult struct {
 	mem   *memory
 }
 
-// runSetting measures one setting with fleetslice writing the slices of member fsMember and
-// kube-controller-manager's controller those of member upstream.
-func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, st setting, runs int, manager, fsMember, upstream string) (res settingResult, err error) {
+// The compared cluster runs both controllers; the baseline, only in a setting that reads memory,
+// runs kube-controller-manager without its EndpointSlice controller.
+var (
+	compared = localset.MemberName(1)
+	baseline = localset.MemberName(2)
+)
+
+// runSetting measures one setting.
+func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, st setting, runs int, manager string) (res settingResult, err error) {
 	res.setting = st
 	workdir, err := os.MkdirTemp("", "fleetslice-bench-rollout-")
 	if err != nil {
@@ -194,10 +183,15 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 		kcmArgs["endpointslice-updates-batch-period"] = st.batch.String()
 		managerArgs = append(managerArgs, "--endpoint-updates-batch-period", st.batch.String())
 	}
-	env.Logf("endpointslice-e2e: %s: bringing up 2 clusters of %d Nodes", st.name, sz.nodes)
+	clusters, base := 1, ""
+	if st.scale {
+		clusters, base = 2, baseline
+	}
+	env.Logf("endpointslice-e2e: %s: bringing up %d cluster(s) of %d Nodes", st.name, clusters, sz.nodes)
 	cs, err := localset.Up(ctx, localset.Options{
-		Workdir: workdir, Clusters: 2, NodesPerCluster: sz.nodes, ControllerManagerArgs: kcmArgs,
-		UpstreamEndpointSlices: []string{upstream}, DisableQPSLimits: st.unlimitedCluster, NoBroker: true, Log: env.Log,
+		Workdir: workdir, Clusters: clusters, NodesPerCluster: sz.nodes, ControllerManagerArgs: kcmArgs,
+		UpstreamEndpointSlices: []string{compared}, DisableQPSLimits: st.unlimitedCluster,
+		AuditEndpointSliceWrites: true, NoBroker: true, Log: env.Log,
 	})
 	if err != nil {
 		return res, err
@@ -209,8 +203,8 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	if err != nil {
 		return res, err
 	}
-	proc, err := cs.StartProcess("manager-"+fsMember, manager, append([]string{
-		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(fsMember),
+	proc, err := cs.StartProcess("manager-"+compared, manager, append([]string{
+		"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(compared),
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0"}, managerArgs...)...)
 	if err != nil {
 		return res, err
@@ -225,22 +219,24 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	if err := e2ebench.WaitForMetrics(ctx, managerMetrics, time.Minute); err != nil {
 		return res, err
 	}
-	if res.sides, err = e2ebench.NewSides(cs, fsMember, managerMetrics); err != nil {
+	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}
+	cmp, err := e2ebench.NewComparison(cs, compared, base, managerMetrics, opts)
+	if err != nil {
 		return res, err
 	}
-	opts := e2ebench.Options{Pods: sz.pods, Timeout: env.PhaseTimeout(o.timeout), Log: env.Log}
-	if err := e2ebench.SetUp(ctx, cs, res.sides, opts); err != nil {
+	if err := cmp.SetUp(ctx); err != nil {
 		return res, err
 	}
 	for run := 1; run <= runs; run++ {
 		env.Logf("endpointslice-e2e: %s: rollout %d of %d", st.name, run, runs)
-		if err := e2ebench.RollOut(ctx, cs, res.sides, opts, run%2 == 0); err != nil {
+		if err := cmp.RollOut(ctx); err != nil {
 			return res, err
 		}
 	}
 	if st.scale {
-		res.mem, err = measureMemory(ctx, cs, res.sides, proc.PID(), sz.memoryPods, opts)
+		res.mem, err = measureMemory(ctx, cs, cmp, proc.PID(), sz.memoryPods)
 	}
+	res.sides = cmp.Sides
 	return res, err
 }
 
@@ -266,27 +262,29 @@ type memoryRow struct {
 }
 
 // measureMemory reads the resident memory of fleetslice's manager and of both clusters'
-// kube-controller-managers, then scales both Deployments and reads it again. The cluster whose
-// kube-controller-manager runs without its EndpointSlice controller gives the baseline the
-// other one's controller adds to.
-func measureMemory(ctx context.Context, cs *localset.ClusterSet, sides []e2ebench.Side, managerPID, pods int, opts e2ebench.Options) (*memory, error) {
+// kube-controller-managers, then scales the Deployment (and the baseline's copy) and reads it
+// again. The baseline's kube-controller-manager, which runs without its EndpointSlice controller
+// through the same steps, is what the compared cluster's one adds to.
+func measureMemory(ctx context.Context, cs *localset.ClusterSet, cmp *e2ebench.Comparison, managerPID, pods int) (*memory, error) {
 	type process struct {
 		row memoryRow
 		pid int
 	}
-	var procs []process
-	procs = append(procs, process{row: memoryRow{process: "fleetslice manager", cluster: sides[0].Cluster, role: "fleetslice's EndpointSlice controller"}, pid: managerPID})
-	for i, role := range []string{"without its EndpointSlice controller", "with its EndpointSlice controller"} {
-		pid, err := e2ebench.ControllerManagerPID(cs, sides[i].Cluster)
+	procs := []process{{row: memoryRow{process: "fleetslice manager", cluster: cmp.Cluster, role: "fleetslice's EndpointSlice controller"}, pid: managerPID}}
+	for _, kcm := range []struct{ cluster, role string }{
+		{cmp.Baseline, "without its EndpointSlice controller"},
+		{cmp.Cluster, "with its EndpointSlice controller"},
+	} {
+		pid, err := e2ebench.ControllerManagerPID(cs, kcm.cluster)
 		if err != nil {
 			return nil, err
 		}
-		procs = append(procs, process{row: memoryRow{process: "kube-controller-manager", cluster: sides[i].Cluster, role: role}, pid: pid})
+		procs = append(procs, process{row: memoryRow{process: "kube-controller-manager", cluster: kcm.cluster, role: kcm.role}, pid: pid})
 	}
 	for i := range procs {
 		procs[i].row.afterRollout = localset.ResidentBytes(procs[i].pid)
 	}
-	if err := e2ebench.Scale(ctx, cs, sides, pods, opts); err != nil {
+	if err := cmp.Scale(ctx, pods); err != nil {
 		return nil, err
 	}
 	out := &memory{}
