@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,11 +19,13 @@ import (
 // write applies a plan through slicewrite: creates first so no endpoint is ever missing, then
 // updates, then deletes, stopping at the first failure, because deleting slices whose
 // replacements could not be written would drop endpoints; the retry plans again from what did
-// land.
-func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan) error {
+// land. It returns how long the write requests took together, the API time the plan cost
+// (slicewrite makes them side by side, so the sync itself took less).
+func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan) (apiTime time.Duration, err error) {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	changes := slicewrite.Changes[*discoveryv1.EndpointSlice]{Create: p.create, Update: p.update, Delete: p.delete}
-	err := slicewrite.Apply(ctx, r.Client, changes, func(op slicewrite.Op, s *discoveryv1.EndpointSlice, err error) {
+	err = slicewrite.Apply(ctx, r.Client, changes, func(op slicewrite.Op, s *discoveryv1.EndpointSlice, took time.Duration, err error) {
+		apiTime += took
 		if err != nil {
 			return
 		}
@@ -36,12 +39,12 @@ func (r *Reconciler) write(ctx context.Context, svc *corev1.Service, p *syncPlan
 	var failed *slicewrite.Error
 	if errors.As(err, &failed) && failed.Op == slicewrite.Create && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 		// Creates keep failing while the namespace goes away; nothing left to do.
-		return nil
+		return apiTime, nil
 	}
 	if err != nil {
-		return fmt.Errorf("writing the EndpointSlices of Service %s: %w", key, err)
+		return apiTime, fmt.Errorf("writing the EndpointSlices of Service %s: %w", key, err)
 	}
-	return nil
+	return apiTime, nil
 }
 
 // report publishes a successful sync's metrics, log line and the events a user wants to see.

@@ -48,8 +48,12 @@ func TestWriteCreatesBeforeDeletingAndTracksWhatLanded(t *testing.T) {
 	old := writeTestSlice("web-old", "uid-old")
 	r, calls := writeReconciler(nil, old)
 	p := &syncPlan{create: []*discoveryv1.EndpointSlice{writeTestSlice("web-new", "")}, delete: []*discoveryv1.EndpointSlice{old}}
-	if err := r.write(context.Background(), svc, p); err != nil {
+	apiTime, err := r.write(context.Background(), svc, p)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if apiTime <= 0 {
+		t.Fatalf("the writes' API time is %s, want the time their requests took", apiTime)
 	}
 	if want := []string{"create web-new", "delete web-old"}; !slices.Equal(*calls, want) {
 		t.Fatalf("writes %v, want %v", *calls, want)
@@ -75,7 +79,7 @@ func TestWriteStopsAtAFailedCreate(t *testing.T) {
 			old := writeTestSlice("web-old", "uid-old")
 			r, calls := writeReconciler(tc.err, old)
 			p := &syncPlan{create: []*discoveryv1.EndpointSlice{writeTestSlice("web-new", "")}, delete: []*discoveryv1.EndpointSlice{old}}
-			err := r.write(context.Background(), svc, p)
+			_, err := r.write(context.Background(), svc, p)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want an error: %v", err, tc.wantErr)
 			}

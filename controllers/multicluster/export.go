@@ -310,7 +310,7 @@ func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string
 // its outcome is known.
 func (r *exportReconciler) applyBrokerSlices(ctx context.Context, changes sliceplan.Changes) error {
 	return slicewrite.Apply(ctx, r.broker, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
-		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) {
 			brokerWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
 		})
 }

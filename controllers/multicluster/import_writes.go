@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -105,7 +106,7 @@ func (r *importReconciler) syncSlices(ctx context.Context, si *mcsv1beta1.Servic
 // once its outcome is known; an imported-slice change only when it landed.
 func (r *importReconciler) applyLocalSlices(ctx context.Context, changes sliceplan.Changes) error {
 	return slicewrite.Apply(ctx, r.local, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
-		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, err error) {
+		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) {
 			localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
 			if err == nil {
 				importedEndpointSlices.WithLabelValues(string(op)).Inc()

@@ -1,12 +1,16 @@
 // Package slicewrite writes the difference between an existing and a desired set of objects
 // (EndpointSlices in practice) in the one order that never leaves readers with fewer
-// endpoints than either set holds: creates first, then updates, then deletes. Every
-// controller that owns a slice set writes it through Apply, so they all fail the same way.
+// endpoints than either set holds: creates first, then updates, then deletes. Writes of one
+// kind go out together, so a sync that touches many slices waits about one round trip per kind
+// instead of one per slice. Every controller that owns a slice set writes it through Apply, so
+// they all fail the same way.
 package slicewrite
 
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,11 +34,16 @@ type Changes[T client.Object] struct {
 	Create, Update, Delete []T
 }
 
-// Observer is told the outcome of each write once it is known: err is nil on success, and a
-// delete of an object that is already gone is a success. Use it to count and track writes.
-type Observer[T client.Object] func(op Op, obj T, err error)
+// Observer is told the outcome of each write once it is known, and how long its request took:
+// err is nil on success, and a delete of an object that is already gone is a success. Use it
+// to count and track writes. Apply never calls it from two writes at once.
+type Observer[T client.Object] func(op Op, obj T, took time.Duration, err error)
 
-// Error is the first write that failed; Apply made none after it.
+// MaxInFlight is the most writes of one kind Apply has in flight at once.
+const MaxInFlight = 8
+
+// Error is the first write that failed (in the order of its kind's list); Apply started no
+// write of a later kind, and no more of its own.
 type Error struct {
 	Op  Op
 	Key types.NamespacedName
@@ -48,39 +57,76 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Apply writes changes with c: creates, then updates, then deletes, then the creates that
-// replace a deleted object of the same name (which cannot exist side by side). It stops at
-// the first failure, because deleting objects whose replacements could not be written would
-// drop endpoints; the caller's retry plans again from what did land. observe may be nil.
+// replace a deleted object of the same name (which cannot exist side by side), each kind's writes
+// at once (up to MaxInFlight) and the next kind only once all of them landed. It stops at the
+// first failure, because deleting objects whose replacements could not be written would drop
+// endpoints; the caller's retry plans again from what did land. observe may be nil.
 func Apply[T client.Object](ctx context.Context, c client.Writer, changes Changes[T], observe Observer[T]) error {
-	if observe == nil {
-		observe = func(Op, T, error) {}
+	var mu sync.Mutex
+	serialized := func(op Op, obj T, took time.Duration, err error) {
+		if observe != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			observe(op, obj, took, err)
+		}
 	}
 	deleting := make(map[types.NamespacedName]bool, len(changes.Delete))
 	for _, obj := range changes.Delete {
 		deleting[client.ObjectKeyFromObject(obj)] = true
 	}
-	var replacements []T
+	var creates, replacements []T
 	for _, obj := range changes.Create {
 		if deleting[client.ObjectKeyFromObject(obj)] {
 			replacements = append(replacements, obj)
-			continue
+		} else {
+			creates = append(creates, obj)
 		}
-		if err := write(ctx, c, Create, obj, observe); err != nil {
+	}
+	for _, group := range []struct {
+		op   Op
+		objs []T
+	}{{Create, creates}, {Update, changes.Update}, {Delete, changes.Delete}, {Create, replacements}} {
+		if err := writeAll(ctx, c, group.op, group.objs, serialized); err != nil {
 			return err
 		}
 	}
-	for _, obj := range changes.Update {
-		if err := write(ctx, c, Update, obj, observe); err != nil {
-			return err
-		}
+	return nil
+}
+
+// writeAll makes the writes of one kind at once, at most MaxInFlight in flight, and returns the
+// first failure in list order; once one failed it starts no more.
+func writeAll[T client.Object](ctx context.Context, c client.Writer, op Op, objs []T, observe Observer[T]) error {
+	if len(objs) == 1 {
+		return write(ctx, c, op, objs[0], observe)
 	}
-	for _, obj := range changes.Delete {
-		if err := write(ctx, c, Delete, obj, observe); err != nil {
-			return err
+	errs := make([]error, len(objs))
+	slots := make(chan struct{}, MaxInFlight)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed bool
+	)
+	for i, obj := range objs {
+		slots <- struct{}{}
+		mu.Lock()
+		stop := failed
+		mu.Unlock()
+		if stop {
+			<-slots
+			break
 		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if errs[i] = write(ctx, c, op, obj, observe); errs[i] != nil {
+				mu.Lock()
+				failed = true
+				mu.Unlock()
+			}
+		})
 	}
-	for _, obj := range replacements {
-		if err := write(ctx, c, Create, obj, observe); err != nil {
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
@@ -88,6 +134,7 @@ func Apply[T client.Object](ctx context.Context, c client.Writer, changes Change
 }
 
 func write[T client.Object](ctx context.Context, c client.Writer, op Op, obj T, observe Observer[T]) error {
+	start := time.Now()
 	var err error
 	switch op {
 	case Create:
@@ -101,7 +148,7 @@ func write[T client.Object](ctx context.Context, c client.Writer, op Op, obj T, 
 		}
 		err = client.IgnoreNotFound(c.Delete(ctx, obj, opts...))
 	}
-	observe(op, obj, err)
+	observe(op, obj, time.Since(start), err)
 	if err != nil {
 		return &Error{Op: op, Key: client.ObjectKeyFromObject(obj), Err: err}
 	}

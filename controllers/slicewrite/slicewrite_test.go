@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +29,7 @@ func slice(name string, addressType discoveryv1.AddressType) *discoveryv1.Endpoi
 // recorder is a fake API server that logs every write reaching it and can fail one of them.
 type recorder struct {
 	client.Client
+	mu         sync.Mutex
 	calls      []string
 	failOn     string // "op name"
 	deleteUIDs []types.UID
@@ -37,6 +40,8 @@ func newRecorder(t *testing.T, existing ...client.Object) *recorder {
 	r := &recorder{}
 	fail := func(op string, obj client.Object) error {
 		call := op + " " + obj.GetName()
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		r.calls = append(r.calls, call)
 		if call == r.failOn {
 			return apierrors.NewServiceUnavailable("injected")
@@ -63,7 +68,9 @@ func newRecorder(t *testing.T, existing ...client.Object) *recorder {
 			o := &client.DeleteOptions{}
 			o.ApplyOptions(opts)
 			if o.Preconditions != nil && o.Preconditions.UID != nil {
+				r.mu.Lock()
 				r.deleteUIDs = append(r.deleteUIDs, *o.Preconditions.UID)
+				r.mu.Unlock()
 			}
 			return c.Delete(ctx, obj, opts...)
 		},
@@ -97,20 +104,21 @@ func TestApplyOrdersCreatesUpdatesDeletesThenReplacements(t *testing.T) {
 		Delete: []*discoveryv1.EndpointSlice{old[1], old[2]},
 	}
 	var observed []string
-	err := Apply(context.Background(), r, changes, func(op Op, obj *discoveryv1.EndpointSlice, err error) {
+	err := Apply(context.Background(), r, changes, func(op Op, obj *discoveryv1.EndpointSlice, _ time.Duration, err error) {
 		observed = append(observed, fmt.Sprintf("%s %s %v", op, obj.Name, err))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The two deletes go out together, in either order; every kind waits for the one before.
 	want := []string{"create new", "update keep", "delete gone", "delete retyped", "create retyped"}
-	if !slices.Equal(r.calls, want) {
+	if !slices.Equal(inGroups(r.calls, 2, 4), want) {
 		t.Fatalf("writes %v, want %v", r.calls, want)
 	}
 	if len(observed) != len(want) {
 		t.Fatalf("observed %v, want one outcome per write", observed)
 	}
-	for i, o := range observed {
+	for i, o := range inGroups(observed, 2, 4) {
 		if o != want[i]+" <nil>" {
 			t.Fatalf("outcome %d: %q, want %q", i, o, want[i]+" <nil>")
 		}
@@ -120,16 +128,28 @@ func TestApplyOrdersCreatesUpdatesDeletesThenReplacements(t *testing.T) {
 	}
 }
 
+// inGroups sorts calls[from:to], the writes of one kind, which may land in any order.
+func inGroups(calls []string, from, to int) []string {
+	out := slices.Clone(calls)
+	if len(out) >= to {
+		slices.Sort(out[from:to])
+	}
+	return out
+}
+
 func TestApplyStopsAtTheFirstFailure(t *testing.T) {
 	ipv4 := discoveryv1.AddressTypeIPv4
 	for _, tc := range []struct {
 		failOn string
 		want   []string
+		// maybe is a write of the failed one's kind, which may have started before the
+		// failure was known; nothing of a later kind may start.
+		maybe string
 	}{
-		{"create a", []string{"create a"}},
-		{"create b", []string{"create a", "create b"}},
-		{"update keep", []string{"create a", "create b", "update keep"}},
-		{"delete gone", []string{"create a", "create b", "update keep", "delete gone"}},
+		{"create a", []string{"create a"}, "create b"},
+		{"create b", []string{"create b"}, "create a"},
+		{"update keep", []string{"create a", "create b", "update keep"}, ""},
+		{"delete gone", []string{"create a", "create b", "update keep", "delete gone"}, "delete also-gone"},
 	} {
 		t.Run(tc.failOn, func(t *testing.T) {
 			r := newRecorder(t, slice("keep", ipv4), slice("gone", ipv4), slice("also-gone", ipv4))
@@ -141,7 +161,7 @@ func TestApplyStopsAtTheFirstFailure(t *testing.T) {
 				Delete: []*discoveryv1.EndpointSlice{old[1], old[2]},
 			}
 			var failures int
-			err := Apply(context.Background(), r, changes, func(_ Op, _ *discoveryv1.EndpointSlice, err error) {
+			err := Apply(context.Background(), r, changes, func(_ Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) {
 				if err != nil {
 					failures++
 				}
@@ -150,7 +170,8 @@ func TestApplyStopsAtTheFirstFailure(t *testing.T) {
 			if !errors.As(err, &writeErr) || writeErr.Op+" "+Op(writeErr.Key.Name) != Op(tc.failOn) || !apierrors.IsServiceUnavailable(err) {
 				t.Fatalf("error %v, want the injected failure of %q", err, tc.failOn)
 			}
-			if !slices.Equal(r.calls, tc.want) {
+			made := slices.DeleteFunc(slices.Clone(r.calls), func(c string) bool { return c == tc.maybe })
+			if !slices.Equal(inGroups(made, 0, 2), tc.want) {
 				t.Fatalf("writes %v, want %v", r.calls, tc.want)
 			}
 			if failures != 1 {
@@ -171,7 +192,7 @@ func TestApplyDeleteIgnoresNotFoundAndGuardsByUID(t *testing.T) {
 	unknown := slice("unknown-uid", ipv4)
 
 	var outcomes []error
-	observe := func(_ Op, _ *discoveryv1.EndpointSlice, err error) { outcomes = append(outcomes, err) }
+	observe := func(_ Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) { outcomes = append(outcomes, err) }
 	changes := Changes[*discoveryv1.EndpointSlice]{Delete: []*discoveryv1.EndpointSlice{missing, present, unknown}}
 	if err := Apply(context.Background(), r, changes, observe); err != nil {
 		t.Fatalf("deleting slices that are already gone must succeed: %v", err)
@@ -180,6 +201,7 @@ func TestApplyDeleteIgnoresNotFoundAndGuardsByUID(t *testing.T) {
 		t.Fatalf("outcomes %v, want three successes", outcomes)
 	}
 	// A successor under the same name has another UID, so the API server refuses the delete.
+	slices.Sort(r.deleteUIDs)
 	if want := []types.UID{"uid-of-missing", present.UID}; !slices.Equal(r.deleteUIDs, want) {
 		t.Fatalf("UID preconditions %v, want %v (none for an object without a UID)", r.deleteUIDs, want)
 	}
@@ -192,5 +214,84 @@ func TestApplyWithoutObserverOrChanges(t *testing.T) {
 	}
 	if err := Apply(context.Background(), r, Changes[*discoveryv1.EndpointSlice]{Create: []*discoveryv1.EndpointSlice{slice("a", discoveryv1.AddressTypeIPv4)}}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// blockingWriter holds every update until want of them are in flight at once, so Apply can only
+// finish if it makes one kind's writes side by side; it gives up after a while so that a
+// sequential Apply fails the test instead of hanging it.
+type blockingWriter struct {
+	client.Writer
+	want     int
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	all      chan struct{}
+}
+
+func (b *blockingWriter) Update(ctx context.Context, obj client.Object, _ ...client.UpdateOption) error {
+	b.mu.Lock()
+	b.inFlight++
+	b.peak = max(b.peak, b.inFlight)
+	if b.inFlight == b.want {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-time.After(2 * time.Second):
+	}
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+	return nil
+}
+
+func TestApplyMakesOneKindsWritesSideBySideAndObservesThemOneAtATime(t *testing.T) {
+	const n = 5
+	b := &blockingWriter{want: n, all: make(chan struct{})}
+	var updates []*discoveryv1.EndpointSlice
+	for i := range n {
+		updates = append(updates, slice(fmt.Sprintf("s%d", i), discoveryv1.AddressTypeIPv4))
+	}
+	var observing, overlapped, observed int
+	var mu sync.Mutex
+	err := Apply(context.Background(), b, Changes[*discoveryv1.EndpointSlice]{Update: updates},
+		func(_ Op, _ *discoveryv1.EndpointSlice, took time.Duration, err error) {
+			mu.Lock()
+			observing++
+			if observing > 1 {
+				overlapped++
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			observing--
+			observed++
+			mu.Unlock()
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.peak != n {
+		t.Fatalf("at most %d updates were in flight at once, want all %d", b.peak, n)
+	}
+	if overlapped != 0 || observed != n {
+		t.Fatalf("observer ran %d times, %d of them beside another call", observed, overlapped)
+	}
+}
+
+func TestApplyKeepsAtMostMaxInFlightWrites(t *testing.T) {
+	b := &blockingWriter{want: MaxInFlight + 1, all: make(chan struct{})}
+	close(b.all) // release every write at once: only the bound holds them back
+	var updates []*discoveryv1.EndpointSlice
+	for i := range 3 * MaxInFlight {
+		updates = append(updates, slice(fmt.Sprintf("s%d", i), discoveryv1.AddressTypeIPv4))
+	}
+	if err := Apply(context.Background(), b, Changes[*discoveryv1.EndpointSlice]{Update: updates}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b.peak > MaxInFlight {
+		t.Fatalf("%d writes in flight at once, above the bound of %d", b.peak, MaxInFlight)
 	}
 }
