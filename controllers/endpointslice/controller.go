@@ -59,20 +59,21 @@ type Options struct {
 	Topology topology.Options
 }
 
-// Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md). The window
-// is what a fixed budget measured best at on a quiet machine, where kube-controller-manager
-// syncs a rolling Service about ten times a second: 1 s wrote a third of its writes but at 0.9 s
-// more p99 latency, 250 ms wrote half at 0.2 s over its p99, 200 ms (with stale-cache retries
-// after 100 ms) matched its p99 at 0.55x its writes. That window only stretches when the
-// Service's own syncs take longer than it (coalesce.Config.BurstWindow), which on a healthy API
-// server they do not. The cap bounds the stretch on an overloaded one: with the cluster's own
-// components unlimited on a 2-core machine, fleetslice's syncs of a rolling Service took about
-// 650 ms, kube-controller-manager's p99 latency was 4 to 10 s, and a 1 s cap wrote 0.79x its
-// writes where 2 s wrote about half.
+// Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md), where both
+// controllers write slices for the same rolling Service in one cluster. At real-cluster client
+// limits kube-controller-manager's controller syncs that Service about 16 times a second, each
+// sync waiting on the client limiter it shares with the ReplicaSet controller: a 200 ms window
+// wrote 0.47x its writes at 1.35x its p99 network programming latency (1.62 s against 1.20 s),
+// half a window above it at the median, and the writes of a sync that touched every slice, one
+// after another, put a tail of 150 ms more on the p99. The window only stretches when the
+// Service's own syncs took longer than it (coalesce.Config.BurstWindow), which on a healthy API
+// server they do not, and the cap bounds the stretch on an overloaded one: with the cluster's own
+// components unlimited a 2 s cap wrote 0.41x kube-controller-manager's writes at a lower p99, and
+// its longest waits were the p99 at real-cluster limits after a sync of every slice.
 const (
 	DefaultCoalesceQuiet  = 100 * time.Millisecond
-	DefaultCoalesceWindow = 200 * time.Millisecond
-	DefaultCoalesceBudget = 2 * time.Second
+	DefaultCoalesceWindow = 150 * time.Millisecond
+	DefaultCoalesceBudget = time.Second
 )
 
 // DefaultOptions match upstream's defaults, plus coalescing.
