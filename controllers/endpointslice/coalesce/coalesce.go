@@ -34,7 +34,7 @@ type Config struct {
 // Why the share falls with the sync: a sync is slow when the API server answers slowly, the very
 // case in which each write costs the cluster most, and a Service whose syncs keep pace with its
 // changes writes each slice again on every sync. On a healthy API server a sync of a Service under
-// churn takes well under the 200 ms default Window (a few round trips), so the window stays there
+// churn takes well under the default Window (a few round trips), so the window stays there
 // and the latency with it. Measured with the endpointslice-e2e bench's 1,000-Pod rollout on a
 // quiet 2-core machine (docs/benchmarks.md): with every component at its default client limits
 // fleetslice's syncs took about 150 ms and kube-controller-manager synced about 7 times a second
