@@ -61,15 +61,12 @@ type Options struct {
 
 // Coalescing defaults, chosen from the endpointslice-e2e bench (docs/benchmarks.md), where both
 // controllers write slices for the same rolling Service in one cluster. At real-cluster client
-// limits kube-controller-manager's controller syncs that Service about 16 times a second, each
-// sync waiting on the client limiter it shares with the ReplicaSet controller: a 200 ms window
-// wrote 0.47x its writes at 1.35x its p99 network programming latency (1.62 s against 1.20 s),
-// half a window above it at the median, and the writes of a sync that touched every slice, one
-// after another, put a tail of 150 ms more on the p99. The window only stretches when the
-// Service's own syncs took longer than it (coalesce.Config.BurstWindow), which on a healthy API
-// server they do not, and the cap bounds the stretch on an overloaded one: with the cluster's own
-// components unlimited a 2 s cap wrote 0.41x kube-controller-manager's writes at a lower p99, and
-// its longest waits were the p99 at real-cluster limits after a sync of every slice.
+// limits kube-controller-manager's controller syncs that Service about 16 times a second, so any
+// window shows in the latency: a 200 ms window and a 2 s cap wrote 0.47x its writes at 1.35x its
+// p99 network programming latency, 150 ms and 1 s wrote 0.52x at 1.36x, the tail in both after a
+// sync that rewrote every slice, whose summed write time stretched the next window to the cap.
+// With the cluster's own components unlimited (an overloaded API server) 200 ms and 2 s wrote
+// 0.42x at 0.84x the p99, 150 ms and 1 s 0.60x at 0.77x: the shorter cap buys latency there.
 const (
 	DefaultCoalesceQuiet  = 100 * time.Millisecond
 	DefaultCoalesceWindow = 150 * time.Millisecond
