@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +55,12 @@ func planSync(in syncInput, opts Options) (*syncPlan, error) {
 	bySet := map[string][]*discoveryv1.EndpointSlice{}
 	var results []placement.Result
 	var otherTypes placement.Result
-	for _, s := range in.existing {
+	// By name, so that the plan does not depend on the order the cache lists the slices in (a
+	// sync's creates land in any order, and so come back from the cache in any order).
+	existing := slices.SortedFunc(slices.Values(in.existing), func(a, b *discoveryv1.EndpointSlice) int {
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, s := range existing {
 		if s.Labels[discoveryv1.LabelManagedBy] != ManagedBy {
 			p.adopted = append(p.adopted, s.Name)
 		}

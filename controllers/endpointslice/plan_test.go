@@ -1,6 +1,8 @@
 package endpointslice
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -158,6 +160,51 @@ func TestSliceLabelsCannotBeOverriddenByServiceLabels(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Fatalf("labels = %v, want %v", got, want)
+		}
+	}
+}
+
+// The cache lists slices in no set order (a sync's creates land side by side), so the plan must
+// not depend on it: every order of the same slices gets the same writes.
+func TestPlanDoesNotDependOnTheOrderSlicesAreListedIn(t *testing.T) {
+	svc := testService()
+	r := testReconciler(t)
+	existing := []*discoveryv1.EndpointSlice{
+		ourSlice(svc, "web-a", port(8080), "10.0.0.1"),
+		ourSlice(svc, "web-b", port(8080), "10.0.0.3", "10.0.0.4"),
+		ourSlice(svc, "web-c", port(8080), "10.0.0.6"),
+		ourSlice(svc, "web-d", port(8080), "10.0.0.7", "10.0.0.8", "10.0.0.9"),
+	}
+	desired := endpoints.Result{Sets: []endpoints.Set{desiredSet(port(8080), "10.0.0.1", "10.0.0.4", "10.0.0.6", "10.0.0.8", "10.0.0.10", "10.0.0.11")}}
+	written := func(order []int) string {
+		var in []*discoveryv1.EndpointSlice
+		for _, i := range order {
+			in = append(in, existing[i].DeepCopy())
+		}
+		p, err := r.planFor(svc, desired, in, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := ""
+		for _, group := range []struct {
+			op     string
+			slices []*discoveryv1.EndpointSlice
+		}{{"create", p.create}, {"update", p.update}, {"delete", p.delete}} {
+			for _, s := range group.slices {
+				var addrs []string
+				for _, ep := range s.Endpoints {
+					addrs = append(addrs, ep.Addresses[0])
+				}
+				slices.Sort(addrs)
+				out += fmt.Sprintf("%s %s %v; ", group.op, s.Name, addrs)
+			}
+		}
+		return out
+	}
+	want := written([]int{0, 1, 2, 3})
+	for _, order := range [][]int{{3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}, {3, 0, 2, 1}} {
+		if got := written(order); got != want {
+			t.Fatalf("listed in order %v: %s\nlisted a, b, c, d: %s", order, got, want)
 		}
 	}
 }

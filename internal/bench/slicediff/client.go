@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,6 +34,9 @@ type storeClient struct {
 	client.Client
 	store   *store
 	indexes map[string]endpointslice.FieldIndex
+	// writeMu serializes writes: a sync makes its writes of one kind side by side, as against
+	// an API server, and the store is not safe for concurrent use.
+	writeMu sync.Mutex
 }
 
 func newStoreClient(s *store) *storeClient {
@@ -172,6 +176,8 @@ func (c *storeClient) matches(obj client.Object, lo *client.ListOptions) (bool, 
 }
 
 func (c *storeClient) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
@@ -185,6 +191,8 @@ func (c *storeClient) Create(_ context.Context, obj client.Object, _ ...client.C
 }
 
 func (c *storeClient) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
@@ -198,6 +206,8 @@ func (c *storeClient) Update(_ context.Context, obj client.Object, _ ...client.U
 }
 
 func (c *storeClient) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
 	if _, ok := obj.(*discoveryv1.EndpointSlice); !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
 	}
