@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,4 +113,64 @@ func parseAuditLine(line []byte) (w auditWrite, ok bool, err error) {
 	w = auditWrite{at: ev.StageTimestamp.Time, namespace: ev.ObjectRef.Namespace, verb: verb, userAgent: ev.UserAgent}
 	w.conflict = ev.ResponseStatus != nil && ev.ResponseStatus.Code == 409
 	return w, true, nil
+}
+
+// writesOf keeps the workload's writes whose user agent starts with prefix.
+func writesOf(writes []auditWrite, prefix string) []auditWrite {
+	var out []auditWrite
+	for _, w := range writes {
+		if w.namespace == workloadNamespace && strings.HasPrefix(w.userAgent, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// unattributed lists the user agents of workload writes no side made: were there any, the split of
+// writes between the sides could not be trusted.
+func unattributed(writes []auditWrite, sides []Side) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range writes {
+		mine := false
+		for _, s := range sides {
+			mine = mine || strings.HasPrefix(w.userAgent, s.userAgent)
+		}
+		if w.namespace == workloadNamespace && !mine && !seen[w.userAgent] {
+			seen[w.userAgent] = true
+			out = append(out, w.userAgent)
+		}
+	}
+	return out
+}
+
+// countWrites counts writes by verb, and rejected ones (409 conflicts) once more as "conflict",
+// as the API server's request counters do.
+func countWrites(writes []auditWrite) map[string]int {
+	out := map[string]int{}
+	for _, w := range writes {
+		out[w.verb]++
+		if w.conflict {
+			out["conflict"]++
+		}
+	}
+	return out
+}
+
+// timeline is the cumulative count of writes every TimelineStep from start to end.
+func timeline(writes []auditWrite, start time.Time, end time.Duration) []WritePoint {
+	var out []WritePoint
+	for at := time.Duration(0); ; at += TimelineStep {
+		at = min(at, end)
+		n := 0
+		for _, w := range writes {
+			if !w.at.After(start.Add(at)) {
+				n++
+			}
+		}
+		out = append(out, WritePoint{At: at, Writes: n})
+		if at == end {
+			return out
+		}
+	}
 }

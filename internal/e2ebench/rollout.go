@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -320,66 +319,6 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 func (c *Comparison) logf(format string, args ...any) {
 	if c.opts.Log != nil {
 		fmt.Fprintf(c.opts.Log, format+"\n", args...)
-	}
-}
-
-// writesOf keeps the workload's writes whose user agent starts with prefix.
-func writesOf(writes []auditWrite, prefix string) []auditWrite {
-	var out []auditWrite
-	for _, w := range writes {
-		if w.namespace == workloadNamespace && strings.HasPrefix(w.userAgent, prefix) {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// unattributed lists the user agents of workload writes no side made: were there any, the split of
-// writes between the sides could not be trusted.
-func unattributed(writes []auditWrite, sides []Side) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, w := range writes {
-		mine := false
-		for _, s := range sides {
-			mine = mine || strings.HasPrefix(w.userAgent, s.userAgent)
-		}
-		if w.namespace == workloadNamespace && !mine && !seen[w.userAgent] {
-			seen[w.userAgent] = true
-			out = append(out, w.userAgent)
-		}
-	}
-	return out
-}
-
-// countWrites counts writes by verb, and rejected ones (409 conflicts) once more as "conflict",
-// as the API server's request counters do.
-func countWrites(writes []auditWrite) map[string]int {
-	out := map[string]int{}
-	for _, w := range writes {
-		out[w.verb]++
-		if w.conflict {
-			out["conflict"]++
-		}
-	}
-	return out
-}
-
-// timeline is the cumulative count of writes every TimelineStep from start to end.
-func timeline(writes []auditWrite, start time.Time, end time.Duration) []WritePoint {
-	var out []WritePoint
-	for at := time.Duration(0); ; at += TimelineStep {
-		at = min(at, end)
-		n := 0
-		for _, w := range writes {
-			if !w.at.After(start.Add(at)) {
-				n++
-			}
-		}
-		out = append(out, WritePoint{At: at, Writes: n})
-		if at == end {
-			return out
-		}
 	}
 }
 
