@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -103,24 +104,18 @@ func writeAll[T client.Object](ctx context.Context, c client.Writer, op Op, objs
 	slots := make(chan struct{}, MaxInFlight)
 	var (
 		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed bool
+		failed atomic.Bool
 	)
 	for i, obj := range objs {
 		slots <- struct{}{}
-		mu.Lock()
-		stop := failed
-		mu.Unlock()
-		if stop {
+		if failed.Load() {
 			<-slots
 			break
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			if errs[i] = write(ctx, c, op, obj, observe); errs[i] != nil {
-				mu.Lock()
-				failed = true
-				mu.Unlock()
+				failed.Store(true)
 			}
 		})
 	}

@@ -52,7 +52,6 @@ type Phase struct {
 // Side is one controller and what was measured of it.
 type Side struct {
 	Controller string
-	Cluster    string
 	// managedBy is the managed-by label of the slices the controller writes; userAgent starts
 	// the user agent of its requests, which tells its writes apart in the audit log.
 	managedBy, userAgent string
@@ -117,9 +116,9 @@ func NewComparison(cs *localset.ClusterSet, cluster, baseline, managerMetrics st
 		return nil, err
 	}
 	return &Comparison{Cluster: cluster, Baseline: baseline, cs: cs, opts: opts, Sides: []Side{
-		{Controller: "fleetslice", Cluster: cluster, managedBy: endpointslice.ManagedBy, userAgent: "manager/",
+		{Controller: "fleetslice", managedBy: endpointslice.ManagedBy, userAgent: "manager/",
 			stats: statsSource{url: managerMetrics, query: fleetsliceStats}},
-		{Controller: "kube-controller-manager", Cluster: cluster, managedBy: endpointslice.UpstreamManagedBy,
+		{Controller: "kube-controller-manager", managedBy: endpointslice.UpstreamManagedBy,
 			userAgent: "kube-controller-manager/", stats: statsSource{url: kcm, query: upstreamStats}},
 	}}, nil
 }
@@ -285,6 +284,9 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 	if err != nil {
 		return fail(err)
 	}
+	if other := unattributed(writes, c.Sides); len(other) > 0 {
+		return fail(fmt.Errorf("EndpointSlice writes in %s by neither controller, from user agents %v", workloadNamespace, other))
+	}
 	phases := make([]Phase, len(c.Sides))
 	for i, s := range c.Sides {
 		p := &phases[i]
@@ -292,10 +294,9 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 		p.PeakSlices, p.FinalSlices = settled[i].peak, settled[i].slices
 		mine := writesOf(writes, s.userAgent)
 		p.Writes, p.Timeline = countWrites(mine), timeline(mine, start, p.Converged)
-		for _, ls := range samples {
-			if ls.managedBy == s.managedBy {
-				p.Latency = append(p.Latency, ls.latency())
-			}
+		mySamples := samplesOf(samples, s.managedBy)
+		for _, ls := range mySamples {
+			p.Latency = append(p.Latency, ls.latency())
 		}
 		statsAfter, err := s.stats.read(ctx)
 		if err != nil {
@@ -305,13 +306,10 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v", s.Controller,
 			p.Converged.Round(time.Millisecond), p.FinalSlices, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
 		// Where the tail comes from: the slowest samples, on the phase's clock.
-		for _, ls := range slowest(samplesOf(samples, s.managedBy), slowestLogged) {
+		for _, ls := range slowest(mySamples, slowestLogged) {
 			c.logf("[%s]   slow: %s triggered at %s, written at %s (%s)", s.Controller, ls.slice,
 				ls.trigger.Sub(start).Round(time.Millisecond), ls.write.Sub(start).Round(time.Millisecond), ls.latency().Round(time.Millisecond))
 		}
-	}
-	if other := unattributed(writes, c.Sides); len(other) > 0 {
-		return fail(fmt.Errorf("EndpointSlice writes in %s by neither controller, from user agents %v", workloadNamespace, other))
 	}
 	return phases, nil
 }

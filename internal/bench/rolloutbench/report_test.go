@@ -23,8 +23,8 @@ func phase(writes, final int, converged, latency time.Duration, timeline ...int)
 func sidesOf(ours, theirs e2ebench.Phase) []e2ebench.Side {
 	setup := phase(100, 11, time.Second, time.Second, 0, 100)
 	return []e2ebench.Side{
-		{Controller: "fleetslice", Cluster: "c1", Setup: setup, Rollouts: []e2ebench.Phase{ours, ours}},
-		{Controller: "kube-controller-manager", Cluster: "c1", Setup: setup, Rollouts: []e2ebench.Phase{theirs, theirs}},
+		{Controller: "fleetslice", Setup: setup, Rollouts: []e2ebench.Phase{ours, ours}},
+		{Controller: "kube-controller-manager", Setup: setup, Rollouts: []e2ebench.Phase{theirs, theirs}},
 	}
 }
 
