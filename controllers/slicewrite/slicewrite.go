@@ -43,6 +43,14 @@ type Observer[T client.Object] func(op Op, obj T, took time.Duration, err error)
 // MaxInFlight is the most writes of one kind Apply has in flight at once.
 const MaxInFlight = 8
 
+// SerialWriter is a client that asks for its writes one at a time, in list order: an in-memory
+// store, say, whose writes cost no round trip, so that side-by-side writes would buy nothing and
+// only make the order in which it names and versions objects vary from run to run.
+type SerialWriter interface {
+	client.Writer
+	WritesOneAtATime() bool
+}
+
 // Error is the first write that failed (in the order of its kind's list); Apply started no
 // write of a later kind, and no more of its own.
 type Error struct {
@@ -59,7 +67,8 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Apply writes changes with c: creates, then updates, then deletes, then the creates that
 // replace a deleted object of the same name (which cannot exist side by side), each kind's writes
-// at once (up to MaxInFlight) and the next kind only once all of them landed. It stops at the
+// at once (up to MaxInFlight; one at a time for a SerialWriter that asks) and the next kind only
+// once all of them landed. It stops at the
 // first failure, because deleting objects whose replacements could not be written would drop
 // endpoints; the caller's retry plans again from what did land. observe may be nil.
 func Apply[T client.Object](ctx context.Context, c client.Writer, changes Changes[T], observe Observer[T]) error {
@@ -70,6 +79,10 @@ func Apply[T client.Object](ctx context.Context, c client.Writer, changes Change
 			defer mu.Unlock()
 			observe(op, obj, took, err)
 		}
+	}
+	inFlight := MaxInFlight
+	if sw, ok := c.(SerialWriter); ok && sw.WritesOneAtATime() {
+		inFlight = 1
 	}
 	deleting := make(map[types.NamespacedName]bool, len(changes.Delete))
 	for _, obj := range changes.Delete {
@@ -87,21 +100,26 @@ func Apply[T client.Object](ctx context.Context, c client.Writer, changes Change
 		op   Op
 		objs []T
 	}{{Create, creates}, {Update, changes.Update}, {Delete, changes.Delete}, {Create, replacements}} {
-		if err := writeAll(ctx, c, group.op, group.objs, serialized); err != nil {
+		if err := writeAll(ctx, c, group.op, group.objs, inFlight, serialized); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// writeAll makes the writes of one kind at once, at most MaxInFlight in flight, and returns the
+// writeAll makes the writes of one kind at once, at most inFlight in flight, and returns the
 // first failure in list order; once one failed it starts no more.
-func writeAll[T client.Object](ctx context.Context, c client.Writer, op Op, objs []T, observe Observer[T]) error {
-	if len(objs) == 1 {
-		return write(ctx, c, op, objs[0], observe)
+func writeAll[T client.Object](ctx context.Context, c client.Writer, op Op, objs []T, inFlight int, observe Observer[T]) error {
+	if len(objs) == 1 || inFlight == 1 {
+		for _, obj := range objs {
+			if err := write(ctx, c, op, obj, observe); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	errs := make([]error, len(objs))
-	slots := make(chan struct{}, MaxInFlight)
+	slots := make(chan struct{}, inFlight)
 	var (
 		wg     sync.WaitGroup
 		failed atomic.Bool

@@ -295,3 +295,36 @@ func TestApplyKeepsAtMostMaxInFlightWrites(t *testing.T) {
 		t.Fatalf("%d writes in flight at once, above the bound of %d", b.peak, MaxInFlight)
 	}
 }
+
+// serialWriter is a blockingWriter that asks for its writes one at a time, and logs their order.
+type serialWriter struct {
+	*blockingWriter
+	order []string
+}
+
+func (s *serialWriter) WritesOneAtATime() bool { return true }
+
+func (s *serialWriter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	s.mu.Lock()
+	s.order = append(s.order, obj.GetName())
+	s.mu.Unlock()
+	return s.blockingWriter.Update(ctx, obj, opts...)
+}
+
+func TestApplyWritesOneAtATimeInListOrderForASerialWriter(t *testing.T) {
+	s := &serialWriter{blockingWriter: &blockingWriter{want: 0, all: make(chan struct{})}}
+	close(s.all)
+	var updates []*discoveryv1.EndpointSlice
+	var want []string
+	for i := range 2 * MaxInFlight {
+		name := fmt.Sprintf("s%02d", 2*MaxInFlight-i) // not in name order: list order is what counts
+		updates = append(updates, slice(name, discoveryv1.AddressTypeIPv4))
+		want = append(want, name)
+	}
+	if err := Apply(context.Background(), s, Changes[*discoveryv1.EndpointSlice]{Update: updates}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.peak != 1 || !slices.Equal(s.order, want) {
+		t.Fatalf("a serial writer had %d writes in flight at once, in the order %v; want one at a time in %v", s.peak, s.order, want)
+	}
+}

@@ -34,10 +34,15 @@ type storeClient struct {
 	client.Client
 	store   *store
 	indexes map[string]endpointslice.FieldIndex
-	// writeMu serializes writes: a sync makes its writes of one kind side by side, as against
-	// an API server, and the store is not safe for concurrent use.
+	// writeMu guards the store, which is not safe for concurrent use, should a caller write
+	// side by side anyway.
 	writeMu sync.Mutex
 }
+
+// WritesOneAtATime asks slicewrite.Apply for one write at a time in its plan's order: writes to
+// this store cost no round trip, so side-by-side writes would buy nothing and only make the names
+// and resourceVersions it hands out, and with them a replay's bytes, vary from run to run.
+func (c *storeClient) WritesOneAtATime() bool { return true }
 
 func newStoreClient(s *store) *storeClient {
 	c := &storeClient{
