@@ -65,11 +65,19 @@ func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
 //     (below), is synced immediately;
 //   - a change that follows another within Quiet opens a window that closes once no change has
 //     come for Quiet, and never later than the burst window after the window's first change:
-//     Window, stretched by the duration of the Service's previous sync (BurstWindow), at most
-//     MaxDelay;
+//     Window, stretched by the duration of the Service's recent syncs (BurstWindow of the shorter
+//     of its last two), at most MaxDelay;
 //   - a change that comes within a burst window of the Service's latest sync of a burst (not of
 //     a lone change) finds the Service under churn: it opens a window that runs to its end, a
 //     quiet spell does not close it, and it is never synced alone.
+//
+// Why the shorter of the last two syncs: one slow sync is most often one large change (a
+// ReplicaSet's scale step that moved endpoints in every slice), and the changes after it are no
+// larger; slowness that lasts two syncs is a slow API server or a churn that keeps every slice
+// busy, which is what the stretch is for. Stretching on the latest sync alone put the window at the
+// cap after any sync that rewrote every slice: in the endpointslice-e2e bench at real-cluster
+// client limits, where kube-controller-manager syncs the rolling Service about 16 times a second,
+// those windows were fleetslice's p99 network programming latency (1.6 s against 1.2 s).
 //
 // So no change waits longer than MaxDelay, changes that come alone wait for nothing, on a quiet
 // cluster (quick syncs) no burst waits longer than Window, and a Service under churn syncs at
@@ -103,8 +111,9 @@ type churn struct {
 	first, last time.Time
 	// lone is set when the pending changes began after a quiet spell: they sync at once.
 	lone bool
-	// lastSync is how long the Service's latest finished sync took, writes included.
-	lastSync time.Duration
+	// lastSync and prevSync are how long the Service's latest two finished syncs took, writes
+	// included.
+	lastSync, prevSync time.Duration
 	// burstSynced is when the latest sync that took in a burst (not a lone change) began.
 	burstSynced time.Time
 	// churn is set when the pending changes began within a burst window of that sync.
@@ -130,7 +139,7 @@ func (c *Coalescer) Changed(svc types.NamespacedName, now time.Time) time.Durati
 	if !s.pending {
 		s.pending = true
 		s.first = now
-		s.churn = !s.burstSynced.IsZero() && now.Sub(s.burstSynced) < c.cfg.BurstWindow(s.lastSync)
+		s.churn = !s.burstSynced.IsZero() && now.Sub(s.burstSynced) < c.cfg.BurstWindow(s.load())
 		s.lone = !s.churn && (s.last.IsZero() || now.Sub(s.last) >= c.cfg.Quiet)
 	}
 	s.last = now
@@ -146,14 +155,18 @@ func (c *Coalescer) get(svc types.NamespacedName) *churn {
 	return s
 }
 
+// load is the sync duration the Service's burst window stretches by: the shorter of its last two
+// syncs, so that one slow sync does not stretch it.
+func (s *churn) load() time.Duration { return min(s.lastSync, s.prevSync) }
+
 // due is when a Service's pending changes should be synced. The burst window is read from the
-// latest sync's duration, so a sync that ends while a burst is waiting widens (or narrows) that
+// latest syncs' durations, so a sync that ends while a burst is waiting widens (or narrows) that
 // burst's window; the cap holds either way.
 func (c *Coalescer) due(s *churn) time.Time {
 	if s.lone {
 		return s.first
 	}
-	deadline := s.first.Add(c.cfg.BurstWindow(s.lastSync))
+	deadline := s.first.Add(c.cfg.BurstWindow(s.load()))
 	if s.churn {
 		return deadline
 	}
@@ -193,7 +206,8 @@ func (c *Coalescer) Synced(svc types.NamespacedName, took time.Duration) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.get(svc).lastSync = max(0, took)
+	s := c.get(svc)
+	s.prevSync, s.lastSync = s.lastSync, max(0, took)
 }
 
 // Forget drops a deleted Service's state.

@@ -70,8 +70,8 @@ func TestCoalescer(t *testing.T) {
 	}
 }
 
-// TestCoalescerAdapts covers the window's stretch: by the Service's own last sync, up to the cap,
-// and never for a change after a quiet spell.
+// TestCoalescerAdapts covers the window's stretch: by the shorter of the Service's own last two
+// syncs, up to the cap, and never for a change after a quiet spell.
 func TestCoalescerAdapts(t *testing.T) {
 	cfg := Config{Quiet: 100 * time.Millisecond, Window: 200 * time.Millisecond, MaxDelay: time.Second}
 	cases := []struct {
@@ -82,31 +82,38 @@ func TestCoalescerAdapts(t *testing.T) {
 			{ms: 0}, {ms: 0, sync: true}, {tookMS: 50},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 40}, {ms: 250, sync: true},
 		}},
-		{"a slow sync stretches the next burst's window to its square over the base window", []step{
+		{"two slow syncs stretch the next burst's window to the square of the shorter over the base window", []step{
 			// 400 ms² / 200 ms = 800 ms.
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 400},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 900}, {tookMS: 400},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 100}, {ms: 290, wantMS: 100},
 			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 100}, {ms: 530, wantMS: 100}, {ms: 610, wantMS: 100},
 			{ms: 690, wantMS: 100}, {ms: 770, wantMS: 80}, {ms: 800, sync: true, wantMS: 50}, {ms: 850, sync: true},
 		}},
 		{"a sync that ends during a burst widens that burst's window", []step{
 			// 300 ms² / 200 ms = 450 ms from the burst's first change at 20.
-			{ms: 0}, {ms: 0, sync: true}, {ms: 20, wantMS: 100}, {ms: 100, wantMS: 100}, {ms: 180, wantMS: 40},
-			{tookMS: 300}, {ms: 220, sync: true, wantMS: 60}, {ms: 280, sync: true},
+			{tookMS: 300}, {ms: 0}, {ms: 0, sync: true}, {ms: 20, wantMS: 100}, {ms: 100, wantMS: 100},
+			{ms: 180, wantMS: 40}, {tookMS: 300}, {ms: 220, sync: true, wantMS: 60}, {ms: 280, sync: true},
 		}},
 		{"the cap holds however slow the syncs", []step{
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000}, {tookMS: 10_000},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 100}, {ms: 290, wantMS: 100},
 			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 100}, {ms: 530, wantMS: 100}, {ms: 610, wantMS: 100},
 			{ms: 690, wantMS: 100}, {ms: 770, wantMS: 100}, {ms: 850, wantMS: 100}, {ms: 930, wantMS: 100},
 			{ms: 1010, wantMS: 40}, {ms: 1050, sync: true},
 		}},
 		{"a change after a quiet spell syncs at once however slow the last sync", []step{
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000}, {ms: 500}, {ms: 500, sync: true},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000}, {tookMS: 10_000}, {ms: 500}, {ms: 500, sync: true},
 		}},
 		{"a burst that settles syncs at the quiet period, not at its stretched window", []step{
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 300}, {ms: 50, wantMS: 100}, {ms: 100, wantMS: 100},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 300}, {tookMS: 300}, {ms: 50, wantMS: 100}, {ms: 100, wantMS: 100},
 			{ms: 200, sync: true},
+		}},
+		{"one slow sync among quick ones keeps the window", []step{
+			// A sync that rewrote every slice, between quick ones: the next burst still waits 200 ms.
+			{tookMS: 50}, {ms: 0}, {ms: 0, sync: true}, {tookMS: 5_000},
+			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 40}, {ms: 250, sync: true},
+			// A second slow one, in a row: now the load lasts, and the window is at the cap.
+			{tookMS: 5_000}, {ms: 300, wantMS: 1000}, {ms: 1300, sync: true},
 		}},
 	}
 	for _, tc := range cases {
