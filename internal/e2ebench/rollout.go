@@ -303,8 +303,9 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 			return fail(err)
 		}
 		p.Stats = statsAfter.Sub(statsBefore[i])
-		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s; controller %+v", s.Controller,
-			p.Converged.Round(time.Millisecond), p.FinalSlices, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99), p.Stats)
+		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s of %d samples; controller %+v", s.Controller,
+			p.Converged.Round(time.Millisecond), p.FinalSlices, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99),
+			len(p.Latency), p.Stats)
 		// Where the tail comes from: the slowest samples, on the phase's clock.
 		for _, ls := range slowest(mySamples, slowestLogged) {
 			c.logf("[%s]   slow: %s triggered at %s, written at %s (%s)", s.Controller, ls.slice,

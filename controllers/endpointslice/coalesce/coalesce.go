@@ -66,7 +66,8 @@ func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
 //   - a change that follows another within Quiet opens a window that closes once no change has
 //     come for Quiet, and never later than the burst window after the window's first change:
 //     Window, stretched by the duration of the Service's recent syncs (BurstWindow of the shorter
-//     of its last two), at most MaxDelay;
+//     of its last two), at most twice the window before from one sync to the next, at most
+//     MaxDelay;
 //   - a change that comes within a burst window of the Service's latest sync of a burst (not of
 //     a lone change) finds the Service under churn: it opens a window that runs to its end, a
 //     quiet spell does not close it, and it is never synced alone.
@@ -77,7 +78,10 @@ func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
 // busy, which is what the stretch is for. Stretching on the latest sync alone put the window at the
 // cap after any sync that rewrote every slice: in the endpointslice-e2e bench at real-cluster
 // client limits, where kube-controller-manager syncs the rolling Service about 16 times a second,
-// those windows were fleetslice's p99 network programming latency (1.6 s against 1.2 s).
+// those windows were fleetslice's p99 network programming latency (1.6 s against 1.2 s). Why at most
+// twice per sync: two slow syncs in a row still happen now and then at that pace, and each put the
+// window straight at the cap again (with a 100 ms window, a sample of 1.9 s against 1.4 s); a load that lasts, as on an
+// overloaded API server, reaches the cap within a few syncs all the same.
 //
 // So no change waits longer than MaxDelay, changes that come alone wait for nothing, on a quiet
 // cluster (quick syncs) no burst waits longer than Window, and a Service under churn syncs at
@@ -114,6 +118,8 @@ type churn struct {
 	// lastSync and prevSync are how long the Service's latest two finished syncs took, writes
 	// included.
 	lastSync, prevSync time.Duration
+	// window is the burst window those syncs earned (0 before the first: the base window).
+	window time.Duration
 	// burstSynced is when the latest sync that took in a burst (not a lone change) began.
 	burstSynced time.Time
 	// churn is set when the pending changes began within a burst window of that sync.
@@ -139,7 +145,7 @@ func (c *Coalescer) Changed(svc types.NamespacedName, now time.Time) time.Durati
 	if !s.pending {
 		s.pending = true
 		s.first = now
-		s.churn = !s.burstSynced.IsZero() && now.Sub(s.burstSynced) < c.cfg.BurstWindow(s.load())
+		s.churn = !s.burstSynced.IsZero() && now.Sub(s.burstSynced) < c.window(s)
 		s.lone = !s.churn && (s.last.IsZero() || now.Sub(s.last) >= c.cfg.Quiet)
 	}
 	s.last = now
@@ -155,9 +161,13 @@ func (c *Coalescer) get(svc types.NamespacedName) *churn {
 	return s
 }
 
-// load is the sync duration the Service's burst window stretches by: the shorter of its last two
-// syncs, so that one slow sync does not stretch it.
-func (s *churn) load() time.Duration { return min(s.lastSync, s.prevSync) }
+// window is the Service's burst window: the base window until a sync reported otherwise.
+func (c *Coalescer) window(s *churn) time.Duration {
+	if s.window == 0 {
+		return c.cfg.BurstWindow(0)
+	}
+	return s.window
+}
 
 // due is when a Service's pending changes should be synced. The burst window is read from the
 // latest syncs' durations, so a sync that ends while a burst is waiting widens (or narrows) that
@@ -166,7 +176,7 @@ func (c *Coalescer) due(s *churn) time.Time {
 	if s.lone {
 		return s.first
 	}
-	deadline := s.first.Add(c.cfg.BurstWindow(s.load()))
+	deadline := s.first.Add(c.window(s))
 	if s.churn {
 		return deadline
 	}
@@ -208,6 +218,9 @@ func (c *Coalescer) Synced(svc types.NamespacedName, took time.Duration) {
 	defer c.mu.Unlock()
 	s := c.get(svc)
 	s.prevSync, s.lastSync = s.lastSync, max(0, took)
+	// The shorter of the last two, so that one slow sync does not stretch the window, and at most
+	// twice the window before.
+	s.window = min(c.cfg.BurstWindow(min(s.lastSync, s.prevSync)), 2*c.window(s))
 }
 
 // Forget drops a deleted Service's state.

@@ -71,7 +71,8 @@ func TestCoalescer(t *testing.T) {
 }
 
 // TestCoalescerAdapts covers the window's stretch: by the shorter of the Service's own last two
-// syncs, up to the cap, and never for a change after a quiet spell.
+// syncs, at most twice the window before from one sync to the next, up to the cap, and never for a
+// change after a quiet spell.
 func TestCoalescerAdapts(t *testing.T) {
 	cfg := Config{Quiet: 100 * time.Millisecond, Window: 200 * time.Millisecond, MaxDelay: time.Second}
 	cases := []struct {
@@ -82,20 +83,21 @@ func TestCoalescerAdapts(t *testing.T) {
 			{ms: 0}, {ms: 0, sync: true}, {tookMS: 50},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 40}, {ms: 250, sync: true},
 		}},
-		{"two slow syncs stretch the next burst's window to the square of the shorter over the base window", []step{
-			// 400 ms² / 200 ms = 800 ms.
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 900}, {tookMS: 400},
+		{"slow syncs stretch the next burst's window to the square of the shorter of the last two over the base window", []step{
+			// 400 ms² / 200 ms = 800 ms, reached from 200 ms in two doublings.
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 900}, {tookMS: 400}, {tookMS: 400},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 100}, {ms: 290, wantMS: 100},
 			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 100}, {ms: 530, wantMS: 100}, {ms: 610, wantMS: 100},
 			{ms: 690, wantMS: 100}, {ms: 770, wantMS: 80}, {ms: 800, sync: true, wantMS: 50}, {ms: 850, sync: true},
 		}},
 		{"a sync that ends during a burst widens that burst's window", []step{
-			// 300 ms² / 200 ms = 450 ms from the burst's first change at 20.
+			// 300 ms² / 200 ms = 450 ms, but at most twice the 200 ms before: 400 ms from the burst's
+			// first change at 20, which the quiet spell closes sooner.
 			{tookMS: 300}, {ms: 0}, {ms: 0, sync: true}, {ms: 20, wantMS: 100}, {ms: 100, wantMS: 100},
 			{ms: 180, wantMS: 40}, {tookMS: 300}, {ms: 220, sync: true, wantMS: 60}, {ms: 280, sync: true},
 		}},
 		{"the cap holds however slow the syncs", []step{
-			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000}, {tookMS: 10_000},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 10_000}, {tookMS: 10_000}, {tookMS: 10_000}, {tookMS: 10_000},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 100}, {ms: 290, wantMS: 100},
 			{ms: 370, wantMS: 100}, {ms: 450, wantMS: 100}, {ms: 530, wantMS: 100}, {ms: 610, wantMS: 100},
 			{ms: 690, wantMS: 100}, {ms: 770, wantMS: 100}, {ms: 850, wantMS: 100}, {ms: 930, wantMS: 100},
@@ -112,8 +114,15 @@ func TestCoalescerAdapts(t *testing.T) {
 			// A sync that rewrote every slice, between quick ones: the next burst still waits 200 ms.
 			{tookMS: 50}, {ms: 0}, {ms: 0, sync: true}, {tookMS: 5_000},
 			{ms: 50, wantMS: 100}, {ms: 130, wantMS: 100}, {ms: 210, wantMS: 40}, {ms: 250, sync: true},
-			// A second slow one, in a row: now the load lasts, and the window is at the cap.
-			{tookMS: 5_000}, {ms: 300, wantMS: 1000}, {ms: 1300, sync: true},
+			// A second slow one, in a row: now the load lasts, and the window doubles, and again
+			// after a third, on its way to the cap.
+			{tookMS: 5_000}, {ms: 300, wantMS: 400}, {ms: 700, sync: true},
+			{tookMS: 5_000}, {ms: 710, wantMS: 800}, {ms: 1510, sync: true},
+		}},
+		{"the window falls back at once when the syncs are quick again", []step{
+			{tookMS: 5_000}, {tookMS: 5_000}, {tookMS: 5_000}, {tookMS: 5_000},
+			{ms: 0}, {ms: 0, sync: true}, {tookMS: 50}, {ms: 10, wantMS: 100}, {ms: 110, sync: true},
+			{ms: 120, wantMS: 200}, {ms: 320, sync: true},
 		}},
 	}
 	for _, tc := range cases {
