@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -34,14 +33,13 @@ type storeClient struct {
 	client.Client
 	store   *store
 	indexes map[string]endpointslice.FieldIndex
-	// writeMu guards the store, which is not safe for concurrent use, should a caller write
-	// side by side anyway.
-	writeMu sync.Mutex
 }
 
 // WritesOneAtATime asks slicewrite.Apply for one write at a time in its plan's order: writes to
 // this store cost no round trip, so side-by-side writes would buy nothing and only make the names
-// and resourceVersions it hands out, and with them a replay's bytes, vary from run to run.
+// and resourceVersions it hands out, and with them a replay's bytes, vary from run to run. It also
+// keeps the store, which is not safe for concurrent use, to one caller: the bench syncs one
+// Service at a time.
 func (c *storeClient) WritesOneAtATime() bool { return true }
 
 func newStoreClient(s *store) *storeClient {
@@ -181,8 +179,6 @@ func (c *storeClient) matches(obj client.Object, lo *client.ListOptions) (bool, 
 }
 
 func (c *storeClient) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
@@ -196,8 +192,6 @@ func (c *storeClient) Create(_ context.Context, obj client.Object, _ ...client.C
 }
 
 func (c *storeClient) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
@@ -211,8 +205,6 @@ func (c *storeClient) Update(_ context.Context, obj client.Object, _ ...client.U
 }
 
 func (c *storeClient) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
 	if _, ok := obj.(*discoveryv1.EndpointSlice); !ok {
 		return fmt.Errorf("the bench store takes controller writes of EndpointSlices only, not %T", obj)
 	}
