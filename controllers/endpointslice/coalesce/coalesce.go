@@ -25,7 +25,7 @@ type Config struct {
 	MaxDelay time.Duration
 }
 
-// BurstWindow is the window a burst gets when the Service's previous sync took lastSync: Window
+// BurstWindow is the window a burst gets when the Service's recent syncs took lastSync: Window
 // while the syncs take no longer than Window, and beyond that lastSync²/Window, so that the share
 // of the time a Service under churn spends syncing, about lastSync/window, falls as its syncs get
 // slower (half at twice Window, a third at three times); never beyond MaxDelay. It is monotone in
@@ -78,10 +78,12 @@ func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
 // busy, which is what the stretch is for. Stretching on the latest sync alone put the window at the
 // cap after any sync that rewrote every slice: in the endpointslice-e2e bench at real-cluster
 // client limits, where kube-controller-manager syncs the rolling Service about 16 times a second,
-// those windows were fleetslice's p99 network programming latency (1.6 s against 1.2 s). Why at most
-// twice per sync: two slow syncs in a row still happen now and then at that pace, and each put the
-// window straight at the cap again (with a 100 ms window, a sample of 1.9 s against 1.4 s); a load that lasts, as on an
-// overloaded API server, reaches the cap within a few syncs all the same.
+// those windows were fleetslice's p99 network programming latency (1.6 s against 1.2 s).
+//
+// Why at most twice per sync: two slow syncs in a row still happen now and then at that pace, and
+// each such pair put the window straight at the cap again (with a 100 ms window, a sample of 1.9 s
+// against 1.4 s); a load that lasts, as on an overloaded API server, reaches the cap within a few
+// syncs all the same.
 //
 // So no change waits longer than MaxDelay, changes that come alone wait for nothing, on a quiet
 // cluster (quick syncs) no burst waits longer than Window, and a Service under churn syncs at
