@@ -24,8 +24,9 @@ import (
 const triggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
 // Latencies are one side's network programming latencies as upstream defines them for the
-// controller: from a slice's last-change-trigger-time to the write, one sample per slice and
-// trigger time, seen through a watch started before the phase.
+// controller: from a slice's last-change-trigger-time to the write, seen through a watch started
+// before the phase, one sample per write that carries a trigger time (as kube-proxy's SLI observes
+// one per slice update it reads).
 type Latencies []time.Duration
 
 // Quantile returns the q-quantile (0..1) by the nearest rank, or 0 with no samples.
@@ -35,6 +36,9 @@ func (l Latencies) Quantile(q float64) time.Duration { return bench.Quantile(l, 
 type latencySample struct {
 	slice, managedBy string
 	trigger, write   time.Time
+	// repeat marks a write of a slice that already carried this trigger time: a later write of
+	// the same change set, which the first-write view leaves out.
+	repeat bool
 }
 
 func (s latencySample) latency() time.Duration { return s.write.Sub(s.trigger) }
@@ -58,10 +62,12 @@ func slowest(samples []latencySample, n int) []latencySample {
 }
 
 // watchLatencies watches a Service's EndpointSlices from now on and records a latency for each
-// write that brings a slice a trigger time it did not carry before. The returned function stops the
-// watch and returns the samples, each with the slice it was measured on. Pod trigger times have
-// the API's whole-second resolution, so every sample carries up to a second of rounding, for both
-// controllers alike.
+// write that carries a trigger time, except the one a slice already carried before the watch. A
+// controller that writes a slice again with the same trigger time (a sync that took in further
+// changes as old as the first) is measured on each write, as kube-proxy would observe each; such
+// writes are marked repeat. The returned function stops the watch and returns the samples, each
+// with the slice it was measured on. Pod trigger times have the API's whole-second resolution, so
+// every sample carries up to a second of rounding, for both controllers alike.
 func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (func() ([]latencySample, error), error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -72,9 +78,9 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing slices before watching them: %w", err)
 	}
-	seen := map[string]string{}
+	stamps := newTriggerStamps()
 	for _, s := range list.Items {
-		seen[s.Name] = s.Annotations[triggerTimeAnnotation]
+		stamps.before[s.Name] = s.Annotations[triggerTimeAnnotation]
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	// A busy API server closes watches now and then; the retry watcher resumes from the last
@@ -110,16 +116,17 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 				continue
 			}
 			stamp := s.Annotations[triggerTimeAnnotation]
-			if stamp == "" || seen[s.Name] == stamp {
+			sample, repeat := stamps.observe(s.Name, stamp)
+			if !sample {
 				continue
 			}
-			seen[s.Name] = stamp
 			trigger, err := time.Parse(time.RFC3339Nano, stamp)
 			if err != nil {
 				continue
 			}
 			mu.Lock()
-			samples = append(samples, latencySample{slice: s.Name, managedBy: s.Labels[discoveryv1.LabelManagedBy], trigger: trigger, write: at})
+			samples = append(samples, latencySample{slice: s.Name, managedBy: s.Labels[discoveryv1.LabelManagedBy],
+				trigger: trigger, write: at, repeat: repeat})
 			mu.Unlock()
 		}
 	}()
@@ -131,4 +138,30 @@ func watchLatencies(ctx context.Context, cfg *rest.Config, ns, service string) (
 		defer mu.Unlock()
 		return samples, failure
 	}, nil
+}
+
+// triggerStamps follows the trigger time each slice carries through a watch, to tell which writes
+// are latency samples.
+type triggerStamps struct {
+	// before is what each slice carried when the watch started, until it carries something else;
+	// last is the latest trigger time written during the watch.
+	before, last map[string]string
+}
+
+func newTriggerStamps() *triggerStamps {
+	return &triggerStamps{before: map[string]string{}, last: map[string]string{}}
+}
+
+// observe takes a write of slice carrying stamp ("" for none) and reports whether it is a
+// sample, and whether the slice already carried that trigger time from an earlier write in the
+// watch. A write without a trigger time, or still carrying the one from before the watch, is no
+// sample: it measures no change made while watching.
+func (t *triggerStamps) observe(slice, stamp string) (sample, repeat bool) {
+	if stamp == "" || t.before[slice] == stamp {
+		return false, false
+	}
+	delete(t.before, slice)
+	repeat = t.last[slice] == stamp
+	t.last[slice] = stamp
+	return true, repeat
 }

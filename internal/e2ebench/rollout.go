@@ -41,8 +41,9 @@ type Phase struct {
 	// updated and ready: the workload's own pace, which no EndpointSlice controller sets.
 	// Converged minus Rolled is how far the slices trailed the workload.
 	Rolled time.Duration
-	// Latency holds the phase's network programming latencies.
-	Latency Latencies
+	// Latency holds the phase's network programming latencies, one per write that carried a
+	// trigger time; FirstLatency only each slice's first write of each trigger time.
+	Latency, FirstLatency Latencies
 	// Stats are the controller's own counters over the phase.
 	Stats ControllerStats
 	// Timeline samples the phase's cumulative writes every TimelineStep.
@@ -297,19 +298,24 @@ func (c *Comparison) measure(ctx context.Context, pods int, what string, act fun
 		mySamples := samplesOf(samples, s.managedBy)
 		for _, ls := range mySamples {
 			p.Latency = append(p.Latency, ls.latency())
+			if !ls.repeat {
+				p.FirstLatency = append(p.FirstLatency, ls.latency())
+			}
 		}
 		statsAfter, err := s.stats.read(ctx)
 		if err != nil {
 			return fail(err)
 		}
 		p.Stats = statsAfter.Sub(statsBefore[i])
-		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s of %d samples; controller %+v", s.Controller,
+		c.logf("[%s] settled in %s with %d slices; writes %v, latency p50 %s p99 %s of %d writes (first write of each "+
+			"trigger: p99 %s of %d); controller %+v", s.Controller,
 			p.Converged.Round(time.Millisecond), p.FinalSlices, p.Writes, p.Latency.Quantile(0.5), p.Latency.Quantile(0.99),
-			len(p.Latency), p.Stats)
+			len(p.Latency), p.FirstLatency.Quantile(0.99), len(p.FirstLatency), p.Stats)
 		// Where the tail comes from: the slowest samples, on the phase's clock.
 		for _, ls := range slowest(mySamples, slowestLogged) {
-			c.logf("[%s]   slow: %s triggered at %s, written at %s (%s)", s.Controller, ls.slice,
-				ls.trigger.Sub(start).Round(time.Millisecond), ls.write.Sub(start).Round(time.Millisecond), ls.latency().Round(time.Millisecond))
+			c.logf("[%s]   slow: %s triggered at %s, written at %s (%s, repeat %t)", s.Controller, ls.slice,
+				ls.trigger.Sub(start).Round(time.Millisecond), ls.write.Sub(start).Round(time.Millisecond),
+				ls.latency().Round(time.Millisecond), ls.repeat)
 		}
 	}
 	return phases, nil
