@@ -36,8 +36,8 @@ func (l Latencies) Quantile(q float64) time.Duration { return bench.Quantile(l, 
 type latencySample struct {
 	slice, managedBy string
 	trigger, write   time.Time
-	// repeat marks a write of a slice that already carried this trigger time: a later write of
-	// the same change set, which the first-write view leaves out.
+	// repeat marks a write of a slice that already carried this trigger time: a later sync took
+	// in further changes as old as the first, a write the first-write view leaves out.
 	repeat bool
 }
 
