@@ -228,18 +228,20 @@ func meanOf(ps []e2ebench.Phase, of func(e2ebench.Phase) time.Duration) time.Dur
 	return total / time.Duration(len(ps))
 }
 
+// pooledLatency pools the phases' latencies, one sample per write that carried a trigger time.
 func pooledLatency(ps []e2ebench.Phase) e2ebench.Latencies {
-	var out e2ebench.Latencies
-	for _, p := range ps {
-		out = append(out, p.Latency...)
-	}
-	return out
+	return pooled(ps, func(p e2ebench.Phase) e2ebench.Latencies { return p.Latency })
 }
 
+// pooledFirstLatency pools each slice's first write of each trigger time only.
 func pooledFirstLatency(ps []e2ebench.Phase) e2ebench.Latencies {
+	return pooled(ps, func(p e2ebench.Phase) e2ebench.Latencies { return p.FirstLatency })
+}
+
+func pooled(ps []e2ebench.Phase, of func(e2ebench.Phase) e2ebench.Latencies) e2ebench.Latencies {
 	var out e2ebench.Latencies
 	for _, p := range ps {
-		out = append(out, p.FirstLatency...)
+		out = append(out, of(p)...)
 	}
 	return out
 }

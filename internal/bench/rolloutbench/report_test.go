@@ -105,6 +105,7 @@ func TestSizes(t *testing.T) {
 func TestReportRatiosAndMemory(t *testing.T) {
 	ours, theirs := phase(400, 11, 20*time.Second, time.Second, 0, 400), phase(500, 13, 25*time.Second, 2*time.Second, 0, 500)
 	ours.Rolled, theirs.Rolled = 17*time.Second, 19*time.Second // slices trailed by 3 s and 6 s
+	ours.FirstLatency, theirs.FirstLatency = e2ebench.Latencies{time.Second}, e2ebench.Latencies{4 * time.Second}
 	sides := sidesOf(ours, theirs)
 	mem := &memory{rows: []memoryRow{
 		{process: "fleetslice manager", afterRollout: 60 << 20, atScale: 100 << 20},
@@ -119,8 +120,8 @@ func TestReportRatiosAndMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	ratios := r.Tables[1].Rows[0]
-	if ratios[1] != "0.80×" || ratios[2] != "0.80×" || ratios[3] != "0.50×" || ratios[5] != "0.50×" {
-		t.Fatalf("ratios = %v, want writes 0.80×, converged 0.80×, trail 0.50×, p99 0.50×", ratios)
+	if ratios[1] != "0.80×" || ratios[2] != "0.80×" || ratios[3] != "0.50×" || ratios[5] != "0.50×" || ratios[6] != "0.25×" {
+		t.Fatalf("ratios = %v, want writes 0.80×, converged 0.80×, trail 0.50×, p99 0.50× over every write and 0.25× over first writes", ratios)
 	}
 	if row := r.Tables[0].Rows[0]; row[6] != "17.00 s" || row[7] != "3.00 s" {
 		t.Fatalf("rollout row = %v, want the Deployment rolled at 17.00 s and the slices 3.00 s behind it", row)
