@@ -27,8 +27,8 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"`endpoints.kubernetes.io/last-change-trigger-time` to the write reaching a watch, one sample per write "+
 			"that carries a trigger time, as kube-proxy's SLI takes one per slice update it reads (the ratio table "+
 			"also gives the p99 of each slice's first write of each trigger time alone, which leaves out the later, "+
-			"slower writes of a controller that rewrites a slice with the same trigger time). Both controllers run at their defaults in the headline settings: batch period 0, "+
-			"fleetslice with its adaptive coalescing and client limits, kube-controller-manager with its own (20 "+
+			"slower writes of a controller that rewrites a slice with the same trigger time). Both controllers run "+
+			"at their defaults in the headline settings: batch period 0, fleetslice with its adaptive coalescing and client limits, kube-controller-manager with its own (20 "+
 			"requests per second, burst 30, shared by all its controllers, unless the setting lifts them).",
 			sz.nodes, bench.Count(int64(sz.pods)), len(results[0].sides[0].Rollouts), e2ebench.SettlePoll),
 	}
