@@ -28,8 +28,9 @@ func buildReport(env bench.Env, sz sizes, results []settingResult) (*bench.Repor
 			"that carries a trigger time, as kube-proxy's SLI takes one per slice update it reads (the ratio table "+
 			"also gives the p99 of each slice's first write of each trigger time alone, which leaves out the later, "+
 			"slower writes of a controller that rewrites a slice with the same trigger time). Both controllers run "+
-			"at their defaults in the headline settings: batch period 0, fleetslice with its adaptive coalescing and client limits, kube-controller-manager with its own (20 "+
-			"requests per second, burst 30, shared by all its controllers, unless the setting lifts them).",
+			"at their defaults in the headline settings: batch period 0, fleetslice with its adaptive coalescing "+
+			"and client limits, kube-controller-manager with its own (20 requests per second, burst 30, shared by "+
+			"all its controllers, unless the setting lifts them).",
 			sz.nodes, bench.Count(int64(sz.pods)), len(results[0].sides[0].Rollouts), e2ebench.SettlePoll),
 	}
 	r.Tables = append(r.Tables, rolloutTable(sz, results), ratioTable(results), whyTable(results))
@@ -94,13 +95,14 @@ func ratioTable(results []settingResult) bench.Table {
 	for _, res := range results {
 		ours, theirs := res.sides[0], res.sides[1]
 		lo, lt := pooledLatency(ours.Rollouts), pooledLatency(theirs.Rollouts)
+		fo, ft := pooledFirstLatency(ours.Rollouts), pooledFirstLatency(theirs.Rollouts)
 		t.Rows = append(t.Rows, []string{res.name,
 			bench.Ratio(meanWrites(ours.Rollouts), meanWrites(theirs.Rollouts)),
 			bench.Ratio(float64(meanConverged(ours.Rollouts)), float64(meanConverged(theirs.Rollouts))),
 			bench.Ratio(float64(meanTrail(ours.Rollouts)), float64(meanTrail(theirs.Rollouts))),
 			bench.Ratio(float64(lo.Quantile(0.5)), float64(lt.Quantile(0.5))),
 			bench.Ratio(float64(lo.Quantile(0.99)), float64(lt.Quantile(0.99))),
-			bench.Ratio(float64(pooledFirstLatency(ours.Rollouts).Quantile(0.99)), float64(pooledFirstLatency(theirs.Rollouts).Quantile(0.99))),
+			bench.Ratio(float64(fo.Quantile(0.99)), float64(ft.Quantile(0.99))),
 			bench.Ratio(float64(e2ebench.TotalWrites(ours.Setup.Writes)), float64(e2ebench.TotalWrites(theirs.Setup.Writes))),
 		})
 	}
