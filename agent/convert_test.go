@@ -336,7 +336,7 @@ func TestConvertedServicesAreAcceptedByTheDataplane(t *testing.T) {
 	if err != nil || len(stats.Rejected) > 0 {
 		t.Fatalf("Render: %v, rejected %v", err, stats.Rejected)
 	}
-	for _, want := range []string{"10.0.0.10 . tcp . 80", "tcp . 30080", "dnat ip to 10.1.0.1:8080", "dnat ip to 10.1.0.2:8080"} {
+	for _, want := range []string{"10.0.0.10 . tcp . 80", "tcp . 30080", ": 10.1.0.1 . 8080", ": 10.1.0.2 . 8080"} {
 		if !strings.Contains(ruleset, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, ruleset)
 		}

@@ -59,8 +59,12 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 	}
 
 	tx := &txn{}
-	commit := s.planIncremental(tx, desired, sortedKeys(gone), start, &stats)
-	err := s.apply(ctx, tx, commit, start, &stats)
+	commit, err := s.planIncremental(ctx, tx, desired, sortedKeys(gone), start, &stats)
+	if err != nil {
+		s.needFull = true
+		return stats, err
+	}
+	err = s.apply(ctx, tx, commit, start, &stats)
 	stats.Services = len(s.written)
 	return stats, err
 }

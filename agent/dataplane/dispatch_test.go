@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,23 +35,25 @@ func TestDispatchIsOneLookup(t *testing.T) {
 			var rules []string
 			mapName, keyPrefix, want := "cluster-endpoints-tcp", "10.96.0.1 . 80 . ",
 				fmt.Sprintf("meta l4proto tcp dnat ip addr . port to ip daddr . tcp dport . numgen random mod %d map @cluster-endpoints-tcp", n)
+			if len(objs.picks) != 1 || objs.picks[0].name != pickChainName(pickCluster, TCP, n) {
+				t.Fatalf("n=%d: picks %+v", n, objs.picks)
+			}
+			rules = objs.picks[0].rules // the masquerade is cluster-dispatch's, before the pick
+			if len(rules) != 1 {
+				t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
+			}
 			if affinity > 0 {
-				if len(objs.chains) == 0 || len(objs.maps) != 1 {
-					t.Fatalf("affinity n=%d: chains %d, maps %v", n, len(objs.chains), objs.maps)
+				// A known client is one lookup too, in the port's own map, before the pick.
+				if len(objs.chains) != 1 || len(objs.affinity) != 1 {
+					t.Fatalf("affinity n=%d: chains %+v, affinity maps %+v", n, objs.chains, objs.affinity)
 				}
-				rules, mapName, keyPrefix = objs.chains[0].rules[1:], objs.maps[0], ""
-				want = fmt.Sprintf("numgen random mod %d vmap @%s", n, mapName)
-				if len(rules) != n+1 { // one "known client" check per endpoint, as kube-proxy
-					t.Fatalf("affinity n=%d: %d rules", n, len(rules))
+				wantSvc := []string{"jump " + chainClusterMasq, knownClientRule(objs.affinity[0], ipv4),
+					"goto " + pickChainName(pickCluster, TCP, n)}
+				if !slices.Equal(objs.chains[0].rules, wantSvc) {
+					t.Fatalf("affinity n=%d: service chain %q, want %q", n, objs.chains[0].rules, wantSvc)
 				}
-			} else {
-				if len(objs.chains) != 0 || len(objs.picks) != 1 || objs.picks[0].name != pickChainName(pickCluster, TCP, n) {
-					t.Fatalf("n=%d: chains %+v, picks %+v", n, objs.chains, objs.picks)
-				}
-				rules = objs.picks[0].rules // the masquerade is cluster-dispatch's, before the pick
-				if len(rules) != 1 {
-					t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
-				}
+			} else if len(objs.chains) != 0 {
+				t.Fatalf("n=%d: chains %+v", n, objs.chains)
 			}
 			if pick := rules[len(rules)-1]; pick != want {
 				t.Fatalf("n=%d: rule %q, want %q", n, pick, want)
@@ -65,9 +68,6 @@ func TestDispatchIsOneLookup(t *testing.T) {
 					t.Fatalf("n=%d: element %d has key %q", n, i, got)
 				}
 				target := fmt.Sprintf("%s . 8080", p.Endpoints[i].Addr.Addr())
-				if affinity > 0 {
-					target = "goto " + endpointChainName(svc, p, p.Endpoints[i].Addr)
-				}
 				if e.value != target || seen[e.value] {
 					t.Fatalf("n=%d: element %d = %q, want %q once", n, i, e.value, target)
 				}
@@ -117,7 +117,7 @@ func TestServicesSharePickChains(t *testing.T) {
 // (pkg/proxy/nftables/proxier.go): a service chain with a masquerade rule and one endpoint
 // rule; an external chain for a NodePort (masquerade, goto); with ClientIP affinity one check
 // rule per endpoint in the service chain plus a vmap rule, and a chain of two rules (update,
-// dnat) per endpoint.
+// dnat) per endpoint. The agent's count does not grow with the endpoints, affinity or not.
 func TestRulesPerServiceNoMoreThanKubeProxy(t *testing.T) {
 	const n = 10
 	endpoints := dispatchEndpoints(n)
@@ -151,8 +151,21 @@ func TestRulesPerServiceNoMoreThanKubeProxy(t *testing.T) {
 		if chains > tc.kubeChains || rules > tc.kubeRules {
 			t.Errorf("%s: %d chains and %d rules, kube-proxy writes %d and %d", tc.name, chains, rules, tc.kubeChains, tc.kubeRules)
 		}
-		if tc.svc.AffinityTimeout == 0 && strings.Contains(full, "numgen random mod 10 ==") {
+		if strings.Contains(full, "numgen random mod 10 ==") {
 			t.Errorf("%s: a rule per endpoint:\n%s", tc.name, full)
+		}
+		more := tc.svc
+		more.Ports = []Port{more.Ports[0]}
+		more.Ports[0].Endpoints = dispatchEndpoints(3 * n)
+		if more.Ports[0].ExternalLocal {
+			more.Ports[0].ExternalEndpoints = more.Ports[0].Endpoints[:3]
+		}
+		three, _, err := Render(context.Background(), []Service{more}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, r := count(three, "add chain ")-count(base, "add chain "), count(three, "add rule ")-count(base, "add rule "); c != chains || r != rules {
+			t.Errorf("%s: %d chains and %d rules with %d endpoints, %d and %d with %d", tc.name, c, r, 3*n, chains, rules, n)
 		}
 	}
 }
@@ -195,9 +208,12 @@ func (r *recordingBackend) apply(_ context.Context, ops []op) error {
 	return nil
 }
 
+func (r *recordingBackend) clients(context.Context, string) ([]clientEntry, error) { return nil, nil }
+
 // TestFullSyncWritesEveryChainFirst checks that a full sync creates every Service's chains before
-// any Service's sets and rules (see writeServiceChains): with two Services of ClientIP affinity,
-// the last chain of the second comes before the first set and rule of the first.
+// any Service's maps and rules (see writeServiceChains): with two Services of ClientIP affinity,
+// the last chain of the second (and the record chain) come before the first map and rule of the
+// first.
 func TestFullSyncWritesEveryChainFirst(t *testing.T) {
 	var services []Service
 	for i, name := range []string{"a", "b"} {
@@ -214,11 +230,16 @@ func TestFullSyncWritesEveryChainFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := map[string]bool{}
+	var maps []string
 	for i := range services {
-		for _, c := range renderService(&services[i], ipv4).chains {
+		objs := renderService(&services[i], ipv4)
+		for _, c := range objs.chains {
 			own[c.name] = true
 		}
+		maps = append(maps, affinityNames(objs.affinity)...)
 	}
+	slices.Sort(maps)
+	own[recordChainName(maps)] = true // the Services share their endpoints, so one record chain
 	lastChain, firstContent, chains := -1, -1, 0
 	for i, o := range back.ops {
 		switch obj := o.obj.(type) {
@@ -230,13 +251,13 @@ func TestFullSyncWritesEveryChainFirst(t *testing.T) {
 			if own[obj.Chain] && firstContent < 0 {
 				firstContent = i
 			}
-		case *knftables.Set:
-			if firstContent < 0 && strings.HasPrefix(obj.Name, "aff-") {
+		case *knftables.Map:
+			if firstContent < 0 && (strings.HasPrefix(obj.Name, "aff-") || strings.HasPrefix(obj.Name, "affp-")) {
 				firstContent = i
 			}
 		}
 	}
-	if chains != 2*(1+1+3) || firstContent < 0 || lastChain > firstContent {
+	if chains != 2*(1+1)+1 || firstContent < 0 || lastChain > firstContent {
 		t.Fatalf("%d Service chains, the last at operation %d; the first of their sets or rules at %d", chains, lastChain, firstContent)
 	}
 }

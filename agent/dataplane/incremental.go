@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"cmp"
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -25,13 +26,16 @@ type change struct {
 //  1. delete map elements that go away or change value (before any add of
 //     the same key), and hairpin elements no Service needs any more;
 //  2. delete chains that have been stale long enough;
-//  3. create sets, endpoint maps and chains of changed Services, flush the ones that may
-//     hold old rules, and write their rules;
+//  3. create maps and chains of changed Services, flush the ones that may hold
+//     old rules, and write their rules; then the affinity record chains that
+//     get their first endpoint (see affinity.go);
 //  4. add new map and hairpin elements (their target chains exist now);
-//  5. flush chains the changed Services no longer use (deleted later, see
-//     Options.StaleChainDelay) and delete their unused affinity sets and
-//     endpoint maps, after the rules that referenced them are gone.
-func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []string, now time.Time, stats *Stats) func() {
+//  5. flush record chains and chains the changed Services no longer use
+//     (deleted later, see Options.StaleChainDelay) and delete their unused
+//     affinity maps, after the rules that referenced them are gone;
+//  6. forget the clients of endpoints that went (see forget.go).
+func (s *Syncer) planIncremental(ctx context.Context, tx *txn, desired []desiredService, removed []string, now time.Time,
+	stats *Stats) (func(), error) {
 	var changes []change
 	var sameButReordered []*desiredService
 	for i := range desired {
@@ -57,8 +61,8 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		stats.Removed++
 	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
-	if len(changes) == 0 && !s.staleDue(now) {
-		return rememberRaw
+	if len(changes) == 0 && !s.staleDue(now) && !s.forgetIsDue(now) {
+		return rememberRaw, nil
 	}
 
 	refs := maps.Clone(s.hairpinRefs)
@@ -80,7 +84,24 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		}
 	}
 
+	var gone, come []affinityMap
+	for _, c := range changes {
+		if c.old != nil {
+			gone = append(gone, c.old.affinity...)
+		}
+		if c.rec != nil {
+			come = append(come, c.rec.affinity...)
+		}
+	}
+	records := s.records.plan(gone, come, s.fam)
+	newRecordChains, retiredRecordChains := s.records.created(records), s.records.retired(records)
+
 	// 1. element deletions
+	for _, rc := range records.changes {
+		if rc.was != nil {
+			tx.Delete(&knftables.Element{Map: mapAffinityEndpoints, Key: rc.key})
+		}
+	}
 	for _, c := range changes {
 		if c.old == nil {
 			continue
@@ -126,6 +147,9 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 			}
 		}
 	}
+	for _, c := range newRecordChains {
+		wanted[c.name] = true
+	}
 	stale := maps.Clone(s.staleChains)
 	for _, name := range sortedKeys(s.staleChains) {
 		switch {
@@ -165,7 +189,7 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		before := map[string]bool{}
 		objs := *c.objs
 		if c.old != nil {
-			objs.chains, objs.maps = nil, nil
+			objs.chains, objs.affinity = nil, nil
 			sums := make(map[string]uint64, len(c.old.chains))
 			for k, name := range c.old.chains {
 				before[name] = true
@@ -176,10 +200,10 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 					objs.chains = append(objs.chains, ch)
 				}
 			}
-			hadMaps := toSet(c.old.maps)
-			for _, m := range c.objs.maps {
-				if !hadMaps[m] {
-					objs.maps = append(objs.maps, m)
+			hadMaps := toSet(affinityNames(c.old.affinity))
+			for _, m := range c.objs.affinity {
+				if !hadMaps[m.addr] {
+					objs.affinity = append(objs.affinity, m)
 				}
 			}
 		}
@@ -189,7 +213,17 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		})
 	}
 
+	// Record chains name the maps just written.
+	for _, c := range newRecordChains {
+		writeChain(tx, c)
+	}
+
 	// 4. element additions
+	for _, rc := range records.changes {
+		if rc.now != nil {
+			tx.Add(&knftables.Element{Map: mapAffinityEndpoints, Key: rc.key, Value: []string{"goto " + rc.now.name}})
+		}
+	}
 	for _, c := range changes {
 		if c.rec == nil {
 			continue
@@ -207,14 +241,19 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		}
 	}
 
-	// 5. retire what changed Services no longer use
+	// 5. retire what changed Services no longer use: record chains first, which may name maps
+	// that go
+	for _, c := range retiredRecordChains {
+		tx.Flush(&knftables.Chain{Name: c.name})
+		stale[c.name] = now
+	}
 	for _, c := range changes {
 		if c.old == nil {
 			continue
 		}
-		var nowChains, nowSets, nowMaps map[string]bool
+		var nowChains, nowMaps map[string]bool
 		if c.rec != nil {
-			nowChains, nowSets, nowMaps = toSet(c.rec.chains), toSet(c.rec.sets), toSet(c.rec.maps)
+			nowChains, nowMaps = toSet(c.rec.chains), toSet(affinityNames(c.rec.affinity))
 		}
 		for _, name := range c.old.chains {
 			if !nowChains[name] {
@@ -222,14 +261,10 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 				stale[name] = now
 			}
 		}
-		for _, name := range c.old.sets {
-			if !nowSets[name] {
-				tx.Delete(&knftables.Set{Name: name})
-			}
-		}
-		for _, name := range c.old.maps {
-			if !nowMaps[name] {
-				tx.Delete(&knftables.Map{Name: name})
+		for _, m := range c.old.affinity {
+			if !nowMaps[m.addr] {
+				tx.Delete(&knftables.Map{Name: m.addr})
+				tx.Delete(&knftables.Map{Name: m.port})
 			}
 		}
 	}
@@ -247,6 +282,13 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 			delete(pickRefs, name)
 		}
 	}
+
+	// 6. forget clients
+	targets, fresh := s.forgetTargets(changes, now)
+	if err := s.planForget(ctx, tx, targets); err != nil {
+		return nil, err
+	}
+	forget := s.nextForgetDue(targets, fresh, now)
 
 	for id, n := range refs {
 		if n <= 0 {
@@ -277,7 +319,9 @@ func (s *Syncer) planIncremental(tx *txn, desired []desiredService, removed []st
 		s.hairpinRefs = refs
 		s.pickRefs = pickRefs
 		s.staleChains = stale
-	}
+		s.forgetDue = forget
+		s.records.apply(records)
+	}, nil
 }
 
 func (s *Syncer) staleDue(now time.Time) bool {
@@ -296,6 +340,15 @@ func entryValues(rec *serviceRecord) map[string]string {
 	out := make(map[string]string, len(rec.entries))
 	for _, e := range rec.entries {
 		out[e.id()] = e.written()
+	}
+	return out
+}
+
+// affinityNames lists the address maps of pairs: each pair is named by its address map.
+func affinityNames(maps []affinityMap) []string {
+	out := make([]string, len(maps))
+	for i, m := range maps {
+		out[i] = m.addr
 	}
 	return out
 }

@@ -61,6 +61,8 @@ const (
 	chainMarkMasquerade  = "mark-for-masquerade"
 	chainClusterMasq     = "cluster-masquerade"
 	chainClusterDispatch = "cluster-dispatch"
+	chainAffinityRecord  = "affinity-record"
+	mapAffinityEndpoints = "affinity-endpoints"
 	setClusterPorts      = "cluster-ports"
 	mapServiceIPs        = "service-ips"
 	mapServiceNodePorts  = "service-nodeports"
@@ -125,26 +127,32 @@ func externalChainName(svc *Service, p Port) string {
 	return objectName("ext", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p))
 }
 
-func endpointChainName(svc *Service, p Port, ep netip.AddrPort) string {
-	return objectName("ep", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p), ep.String())
+// affinityMapName names a port's map of known clients to their endpoints' addresses (external:
+// the one of this node's endpoints for externalTrafficPolicy: Local); affinityPortMapName the
+// map of the same clients to their endpoints' ports. The names include the timeout: the kernel
+// keeps a map's timeout for life, so a new timeout needs new maps.
+func affinityMapName(svc *Service, p Port, external bool) string {
+	return objectName(affinityKind("aff", external), affinityIdentity(svc, p)...)
 }
 
-// endpointMapName names the map a port picks its endpoints from; external is the map of
-// this node's endpoints for externalTrafficPolicy: Local.
-func endpointMapName(svc *Service, p Port, external bool) string {
-	kind := "eps"
+func affinityPortMapName(svc *Service, p Port, external bool) string {
+	return objectName(affinityKind("affp", external), affinityIdentity(svc, p)...)
+}
+
+func affinityKind(kind string, external bool) string {
 	if external {
-		kind = "xeps"
+		return "x" + kind
 	}
-	if svc.AffinityTimeout > 0 {
-		kind += "v" // a verdict map: another type, so another name
-	}
-	return objectName(kind, svc.Namespace, svc.Name, string(p.Protocol), portLabel(p))
+	return kind
 }
 
-// affinitySetName includes the timeout: nft refuses to change the timeout of
-// an existing set, so a new timeout gets a new set.
-func affinitySetName(svc *Service, p Port, ep netip.AddrPort) string {
-	return objectName("aff", svc.Namespace, svc.Name, string(p.Protocol), portLabel(p), ep.String(),
-		strconv.FormatInt(int64(svc.AffinityTimeout.Seconds()), 10))
+func affinityIdentity(svc *Service, p Port) []string {
+	return []string{svc.Namespace, svc.Name, string(p.Protocol), portLabel(p),
+		strconv.FormatInt(int64(svc.AffinityTimeout.Seconds()), 10)}
+}
+
+// recordChainName names the chain that records clients in the affinity maps named (addresses
+// maps, sorted): one chain serves every endpoint that records in the same maps.
+func recordChainName(maps []string) string {
+	return objectName("rec", maps...)
 }

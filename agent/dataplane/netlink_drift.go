@@ -400,6 +400,10 @@ func normalizeExpr(e expr.Any) expr.Any {
 		m := *x
 		m.Register = listedRegister(m.Register)
 		return &m
+	case *expr.Ct:
+		c := *x
+		c.Register = listedRegister(c.Register)
+		return &c
 	case *expr.Payload:
 		p := *x
 		p.DestRegister, p.SourceRegister = listedRegister(p.DestRegister), listedRegister(p.SourceRegister)

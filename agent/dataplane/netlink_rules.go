@@ -65,6 +65,9 @@ func (c *ruleCompiler) emit(e ...expr.Any) { c.out = append(c.out, e...) }
 
 func native32(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
 
+// ctStatusDNAT is IPS_DST_NAT, the conntrack status bit of a destination-NATed connection.
+const ctStatusDNAT = 1 << 5
+
 // register returns the register that holds the byte at offset of a value loaded at reg 1:
 // reg 1 itself for the start, else the 4-byte register at that position.
 func register(offset uint32) uint32 {
@@ -86,6 +89,10 @@ func (c *ruleCompiler) statement() error {
 		return err
 	case c.take("drop"):
 		c.emit(&expr.Verdict{Kind: expr.VerdictDrop})
+	case c.take("ct", "status", "dnat"):
+		c.emit(&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)})
 	case c.take("ct", "state", "new"):
 		c.emit(&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(expr.CtStateBitNEW), Xor: native32(0)},
@@ -328,6 +335,32 @@ func (c *ruleCompiler) dnat() error {
 	if !c.take("to") {
 		return fmt.Errorf("want dnat %s to", c.fam.selector)
 	}
+	if !c.peek(c.fam.selector, "saddr", "map") {
+		return c.dnatLiteral(nat)
+	}
+	// "ip saddr map @addrs : ip saddr map @ports": the address in register 1, the port in 2,
+	// each looked up by the source loaded in the register after.
+	for i, reg := range []uint32{unix.NFT_REG_1, unix.NFT_REG_2} {
+		if i == 1 && !c.take(":") {
+			return fmt.Errorf("want : between the address and port maps")
+		}
+		key, ok := c.selector()
+		if !ok || !c.take("map") {
+			return fmt.Errorf("want %s saddr map @map", c.fam.selector)
+		}
+		name, err := c.setRef()
+		if err != nil {
+			return err
+		}
+		c.emit(key.load(reg+1), &expr.Lookup{SourceRegister: reg + 1, DestRegister: reg, IsDestRegSet: true, SetName: name, SetID: c.setID(name)})
+	}
+	nat.RegProtoMin = unix.NFT_REG_2
+	c.emit(nat)
+	return nil
+}
+
+// dnatLiteral compiles the "A:P" of "dnat ip to A:P".
+func (c *ruleCompiler) dnatLiteral(nat *expr.NAT) error {
 	t, err := c.next()
 	if err != nil {
 		return err
@@ -342,7 +375,8 @@ func (c *ruleCompiler) dnat() error {
 	return nil
 }
 
-// update compiles "update @set { ip saddr }" (after "update").
+// update compiles "update @set { ip saddr }" and "update @map { ip saddr : field }" (after
+// "update"): the key in register 1, the data in register 2.
 func (c *ruleCompiler) update() error {
 	name, err := c.setRef()
 	if err != nil {
@@ -352,10 +386,23 @@ func (c *ruleCompiler) update() error {
 		return fmt.Errorf("want { key }")
 	}
 	s, ok := c.selector()
-	if !ok || !c.take("}") {
-		return fmt.Errorf("want one field in { }")
+	if !ok {
+		return fmt.Errorf("want one field as the key in { }")
 	}
-	c.emit(s.load(1), &expr.Dynset{SrcRegKey: 1, SetName: name, SetID: c.setID(name), Operation: unix.NFT_DYNSET_OP_UPDATE})
+	c.emit(s.load(1))
+	dyn := &expr.Dynset{SrcRegKey: 1, SetName: name, SetID: c.setID(name), Operation: unix.NFT_DYNSET_OP_UPDATE}
+	if c.take(":") {
+		data, ok := c.selector()
+		if !ok {
+			return fmt.Errorf("want one field as the data in { key : data }")
+		}
+		c.emit(data.load(unix.NFT_REG_2))
+		dyn.SrcRegData = unix.NFT_REG_2
+	}
+	if !c.take("}") {
+		return fmt.Errorf("want } after { key }")
+	}
+	c.emit(dyn)
 	return nil
 }
 

@@ -25,8 +25,8 @@ var datatypesByName = map[string]nftables.SetDatatype{
 	"inet_proto": nftables.TypeInetProto, "inet_service": nftables.TypeInetService,
 }
 
-// parseSetSpec reads the type of a set or map as the renderer writes it: "t1 . t2" or
-// "t1 . t2 : verdict" with type names, or, with typeOf, the expressions of the endpoint maps
+// parseSetSpec reads the type of a set or map as the renderer writes it: "t1 . t2",
+// "t1 . t2 : verdict" or "t1 : t2" with type names, or, with typeOf, the expressions of the endpoint maps
 // ("ip daddr . meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport" or
 // "numgen random mod 1 : verdict").
 func parseSetSpec(spec string, typeOf bool) (*setDef, error) {
@@ -65,7 +65,11 @@ func parseSetSpec(spec string, typeOf bool) (*setDef, error) {
 			d.data = append(d.data, t)
 		}
 	default:
-		return nil, fmt.Errorf("unsupported map data %q", dataPart)
+		t, ok := datatypesByName[dataPart]
+		if !ok {
+			return nil, fmt.Errorf("unsupported map data %q", dataPart)
+		}
+		d.data = []nftables.SetDatatype{t}
 	}
 	return d, nil
 }
@@ -184,6 +188,21 @@ func encodeFields(types []nftables.SetDatatype, fields []string) ([]byte, error)
 		}
 	}
 	return out, nil
+}
+
+// decodeField spells an address or a port as nft lists it.
+func decodeField(t nftables.SetDatatype, b []byte) (string, error) {
+	if uint32(len(b)) < t.Bytes {
+		return "", fmt.Errorf("%d bytes for a %s", len(b), t.Name)
+	}
+	switch t {
+	case nftables.TypeIPAddr, nftables.TypeIP6Addr:
+		a, _ := netip.AddrFromSlice(b[:t.Bytes])
+		return a.String(), nil
+	case nftables.TypeInetService:
+		return strconv.Itoa(int(binaryutil.BigEndian.Uint16(b))), nil
+	}
+	return "", fmt.Errorf("unsupported type %s", t.Name)
 }
 
 func encodeField(t nftables.SetDatatype, s string) ([]byte, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -311,12 +312,7 @@ func packetsLand(t *testing.T, l *packetLab) {
 	}
 	expect("cluster traffic still spread", check{"tcp", clusterTCP, epNames(pktEndpoints[1:3]...), pktClientIP})
 
-	l.sync(t, "affinity", pktService(pktEndpoints, false, false, time.Minute))
-	for _, c := range []check{{"tcp", clusterTCP, nil, ""}, {"udp", clusterUDP, nil, ""}, {"tcp", nodeTCP, nil, ""}} {
-		if got, _ := l.landings(t, c.network, c.target, 20); len(got) != 1 {
-			t.Errorf("ClientIP affinity: %s %s landed on %v, want one endpoint", c.network, c.target, got)
-		}
-	}
+	affinity(t, l, clusterTCP, clusterUDP, nodeTCP)
 
 	l.sync(t, "no endpoints", pktService(nil, false, false, 0))
 	for _, c := range []check{{"tcp", clusterTCP, nil, ""}, {"udp", clusterUDP, nil, ""}, {"tcp", nodeTCP, nil, ""}, {"udp", nodeUDP, nil, ""}} {
@@ -331,6 +327,41 @@ func packetsLand(t *testing.T, l *packetLab) {
 
 	l.sync(t, "back", pktService(pktEndpoints[2:], false, false, 0))
 	expect("endpoints back", check{"udp", clusterUDP, epNames(pktEndpoints[2:]...), pktClientIP})
+}
+
+// affinity checks ClientIP affinity: a client stays on one endpoint, by cluster IP and NodePort
+// alike; when that endpoint goes it is sent elsewhere, and stays there; a Local NodePort keeps
+// it on this node's endpoints.
+func affinity(t *testing.T, l *packetLab, clusterTCP, clusterUDP, nodeTCP string) {
+	t.Helper()
+	sticky := func(step, network, target string, among []string) string {
+		t.Helper()
+		got, _ := l.landings(t, network, target, 20)
+		if len(got) != 1 || !slices.Contains(among, got[0]) {
+			t.Errorf("%s: %s %s landed on %v, want one endpoint of %v", step, network, target, got, among)
+			return ""
+		}
+		return got[0]
+	}
+	l.sync(t, "affinity", pktService(pktEndpoints, false, false, time.Minute))
+	all := epNames(pktEndpoints...)
+	first := sticky("ClientIP affinity", "tcp", clusterTCP, all)
+	sticky("ClientIP affinity", "udp", clusterUDP, all)
+	if got := sticky("ClientIP affinity", "tcp", nodeTCP, all); got != first {
+		t.Errorf("ClientIP affinity: the NodePort sent the client to %s, the cluster IP to %s", got, first)
+	}
+
+	var rest []pktEndpoint
+	for _, ep := range pktEndpoints {
+		if ep.name != first {
+			rest = append(rest, ep)
+		}
+	}
+	l.sync(t, "affinity, endpoint gone", pktService(rest, false, false, time.Minute))
+	sticky("ClientIP affinity after its endpoint went", "tcp", clusterTCP, epNames(rest...))
+
+	l.sync(t, "affinity, Local NodePort", pktService(pktEndpoints, false, true, time.Minute))
+	sticky("ClientIP affinity through a Local NodePort", "tcp", nodeTCP, epNames(pktEndpoints[0], pktEndpoints[3]))
 }
 
 func isTimeout(err error) bool {

@@ -66,11 +66,11 @@ func portComment(svc *Service, p Port) string {
 
 // serviceObjects is everything one Service contributes to the table.
 type serviceObjects struct {
-	chains  []chainContent
-	sets    []string // affinity sets, all with the Service's timeout
-	maps    []string // affinity verdict maps
-	timeout time.Duration
-	entries []mapEntry
+	chains []chainContent
+	// affinity holds the ClientIP affinity maps of its ports, all with the Service's timeout.
+	affinity []affinityMap
+	timeout  time.Duration
+	entries  []mapEntry
 	// picks are the shared pick chains the entries lead to (see pick.go); they belong to no
 	// Service, so the Syncer creates each once.
 	picks []chainContent
@@ -80,7 +80,7 @@ type serviceObjects struct {
 }
 
 // renderService turns a normalized Service into nftables objects: map elements of the shared
-// maps (see pick.go), plus, with ClientIP affinity, chains, sets and maps of its own (see
+// maps (see pick.go), plus, with ClientIP affinity, chains and maps of its own (see
 // renderAffinityPort). Ports without endpoints get entries in the no-endpoint sets, which the
 // filter chains turn into a reject.
 func renderService(svc *Service, fam family) serviceObjects {
@@ -94,7 +94,7 @@ func renderService(svc *Service, fam family) serviceObjects {
 			reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
 		}
 		if svc.AffinityTimeout > 0 {
-			renderAffinityPort(&out, svc, p, reachable, fam)
+			renderAffinityPort(&out, svc, p, fam)
 		} else {
 			renderSharedPort(&out, svc, p, fam)
 		}
@@ -107,95 +107,6 @@ func renderService(svc *Service, fam family) serviceObjects {
 	}
 	return out
 }
-
-// renderAffinityPort writes a port with ClientIP affinity the way kube-proxy does, with chains of
-// its own, because a client's endpoint is remembered per endpoint:
-//
-//	service-ips:       clusterIP . proto . port  -> goto svc-…
-//	service-nodeports: proto . nodePort          -> goto ext-…
-//	svc-…: mark for masquerade per policy; a known client goes back to its endpoint (one rule
-//	  per endpoint, matching its timed set aff-…); a new one picks an endpoint chain at random
-//	  through the verdict map epsv-…
-//	ext-…: masquerade and goto svc-… (or, for ExternalLocal, pick a local one through xepsv-…)
-//	ep-…: record the client in aff-… and dnat to the endpoint.
-//
-// reachable are the endpoints any of its traffic may go to, each of which gets its chain and set.
-func renderAffinityPort(out *serviceObjects, svc *Service, p Port, reachable []Endpoint, fam family) {
-	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
-	svcChain := serviceChainName(svc, p)
-	hasCluster := len(p.Endpoints) > 0
-	if hasCluster {
-		pick := affinityDispatch(out, svc, p, p.Endpoints, fam, endpointMapName(svc, p, false))
-		out.chains = append(out.chains, chainContent{svcChain, append([]string{"jump " + chainClusterMasq}, pick...)})
-	}
-	label := portComment(svc, p)
-	for _, ip := range svc.ClusterIPs {
-		key := []string{ip.String(), proto, port}
-		if hasCluster {
-			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain, label})
-		} else {
-			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
-		}
-	}
-
-	external := p.Endpoints
-	if p.ExternalLocal {
-		external = p.ExternalEndpoints
-	}
-	if p.NodePort != 0 {
-		key := []string{proto, strconv.Itoa(int(p.NodePort))}
-		switch {
-		case len(external) > 0:
-			extChain := externalChainName(svc, p)
-			rules := []string{"jump " + chainMarkMasquerade, "goto " + svcChain}
-			if p.ExternalLocal {
-				rules = affinityDispatch(out, svc, p, external, fam, endpointMapName(svc, p, true))
-			}
-			out.chains = append(out.chains, chainContent{extChain, rules})
-			out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + extChain, label})
-		case p.ExternalLocal && hasCluster:
-			out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
-		default:
-			out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
-		}
-	}
-
-	for _, ep := range reachable {
-		set := affinitySetName(svc, p, ep.Addr)
-		out.sets = append(out.sets, set)
-		out.chains = append(out.chains, chainContent{endpointChainName(svc, p, ep.Addr), []string{
-			"update @" + set + " { " + fam.selector + " saddr }",
-			"meta l4proto " + proto + " dnat " + fam.selector + " to " + fam.dnatTarget(ep.Addr),
-		}})
-	}
-}
-
-// affinityDispatch returns the rules that send a known client back to its endpoint and a new one
-// to an endpoint chain picked in proportion to the weights, in one lookup of the named verdict
-// map mapName (a single endpoint needs no map). The map is named, not inline: every inline map is
-// an anonymous set, which nft names "__map%d" and the kernel numbers by scanning every set of
-// the table.
-func affinityDispatch(out *serviceObjects, svc *Service, p Port, eps []Endpoint, fam family, mapName string) []string {
-	if len(eps) == 1 {
-		return []string{"goto " + endpointChainName(svc, p, eps[0].Addr)}
-	}
-	out.maps = append(out.maps, mapName)
-	var rules []string
-	n := 0
-	for _, ep := range eps {
-		chain := endpointChainName(svc, p, ep.Addr)
-		rules = append(rules, fam.selector+" saddr @"+affinitySetName(svc, p, ep.Addr)+" goto "+chain)
-		for range max(ep.Weight, 1) {
-			out.entries = append(out.entries, mapEntry{mapName: mapName, key: []string{strconv.Itoa(n)}, value: "goto " + chain})
-			n++
-		}
-	}
-	return append(rules, "numgen random mod "+strconv.Itoa(n)+" vmap @"+mapName)
-}
-
-// affinityMapType is the type of an affinity verdict map: the index is a numgen value, for which
-// nft has no named type.
-const affinityMapType = "numgen random mod 1 : verdict"
 
 func unionEndpoints(a, b []Endpoint) []Endpoint {
 	out := append([]Endpoint(nil), a...)
@@ -228,7 +139,7 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	base(chainFilterForward, filterType, knftables.ForwardHook, knftables.FilterPriority)
 	base(chainFilterOutput, filterType, knftables.OutputHook, knftables.FilterPriority)
 	for _, name := range []string{chainServices, chainEndpointChecks, chainNodePortChecks, chainReject,
-		chainMasquerading, chainMarkMasquerade, chainClusterMasq, chainClusterDispatch} {
+		chainMasquerading, chainMarkMasquerade, chainClusterMasq, chainClusterDispatch, chainAffinityRecord} {
 		tx.Add(&knftables.Chain{Name: name})
 	}
 
@@ -237,6 +148,7 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	tx.Add(&knftables.Map{Name: mapServiceIPs, Type: ipKey})
 	tx.Add(&knftables.Set{Name: setClusterPorts, Type: clusterPortKey(fam)})
 	tx.Add(&knftables.Map{Name: mapServiceNodePorts, Type: portKey})
+	tx.Add(&knftables.Map{Name: mapAffinityEndpoints, Type: clusterPortKey(fam) + " : verdict"})
 	// Plain sets with a rule each, not verdict maps: adding an element to a verdict map makes the
 	// kernel validate every chain reachable from the base chains (every verdict map element), so a
 	// new Service, which has no endpoints until its EndpointSlice comes, cost more the larger the
@@ -252,7 +164,11 @@ func writeBase(tx *txn, fam family, opts *Options) {
 	rules := []struct{ chain, rule string }{
 		{chainNATPrerouting, "jump " + chainServices},
 		{chainNATOutput, "jump " + chainServices},
+		// Recording a new connection's client needs the endpoint NAT gave it, so it happens on
+		// the way out, before masquerading changes the source (see affinity.go).
+		{chainNATPostrouting, "ct status dnat jump " + chainAffinityRecord},
 		{chainNATPostrouting, "jump " + chainMasquerading},
+		{chainAffinityRecord, clusterPortMatch(fam) + " vmap @" + mapAffinityEndpoints},
 		{chainFilterInput, "ct state new jump " + chainEndpointChecks},
 		{chainFilterInput, "ct state new jump " + chainNodePortChecks},
 		{chainFilterForward, "ct state new jump " + chainEndpointChecks},
@@ -301,7 +217,7 @@ func podCIDRsOf(prefixes []netip.Prefix, fam family) []netip.Prefix {
 }
 
 // writeServiceObjects adds a Service's chains (flushed first when they may exist: mayExist),
-// then its sets, maps and rules. Map entries are written separately so that all deletions of a
+// then its maps and rules. Map entries are written separately so that all deletions of a
 // sync can precede all additions.
 func writeServiceObjects(tx *txn, objs *serviceObjects, fam family, mayExist func(string) bool) {
 	writeServiceChains(tx, objs, mayExist)
@@ -325,20 +241,11 @@ func writeServiceChains(tx *txn, objs *serviceObjects, mayExist func(string) boo
 	}
 }
 
-// writeServiceContent adds a Service's sets and maps, and the rules of its chains, which must
+// writeServiceContent adds a Service's maps, and the rules of its chains, which must
 // exist by then.
 func writeServiceContent(tx *txn, objs *serviceObjects, fam family) {
-	for _, name := range objs.sets {
-		timeout := objs.timeout
-		tx.Add(&knftables.Set{
-			Name: name, Type: fam.addrType, Timeout: &timeout,
-			// The kernel marks sets updated from the packet path as dynamic;
-			// declaring it up front keeps later adds of the same set valid.
-			Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
-		})
-	}
-	for _, name := range objs.maps {
-		tx.Add(&knftables.Map{Name: name, TypeOf: affinityMapType})
+	for _, m := range objs.affinity {
+		writeAffinityMaps(tx, m, objs.timeout, fam)
 	}
 	for _, c := range objs.chains {
 		for _, r := range c.rules {

@@ -48,11 +48,10 @@ func goldenServices() []Service {
 }
 
 const goldenDump = `add table ip fleetslice { comment "fleetslice node agent: Service load balancing" ; }
+add chain ip fleetslice affinity-record
 add chain ip fleetslice cluster-dispatch
 add chain ip fleetslice cluster-masquerade
 add chain ip fleetslice endpoint-checks
-add chain ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
-add chain ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
 add chain ip fleetslice filter-forward { type filter hook forward priority 0 ; }
 add chain ip fleetslice filter-input { type filter hook input priority 0 ; }
 add chain ip fleetslice filter-output { type filter hook output priority 0 ; }
@@ -67,11 +66,10 @@ add chain ip fleetslice pick-cluster-tcp-2
 add chain ip fleetslice pick-cluster-udp-1
 add chain ip fleetslice pick-local-tcp-1
 add chain ip fleetslice pick-nodeport-tcp-2
+add chain ip fleetslice rec-4G5NKZJYEN5H-aff-KBDBP5IBC5QW-shop/session/tcp/_/600
 add chain ip fleetslice reject-service
 add chain ip fleetslice services
 add chain ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_
-add set ip fleetslice aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
-add set ip fleetslice aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { type ipv4_addr ; flags dynamic,timeout ; timeout 600s ; }
 add set ip fleetslice cluster-ports { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice hairpin-endpoints { type ipv4_addr . ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service ; }
@@ -81,25 +79,24 @@ add set ip fleetslice pick-cluster-tcp-1 { type ipv4_addr . inet_proto . inet_se
 add set ip fleetslice pick-cluster-tcp-2 { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pick-cluster-udp-1 { type ipv4_addr . inet_proto . inet_service ; }
 add set ip fleetslice pod-cidrs { type ipv4_addr ; flags interval ; }
+add map ip fleetslice aff-KBDBP5IBC5QW-shop/session/tcp/_/600 { type ipv4_addr : ipv4_addr ; flags dynamic,timeout ; timeout 600s ; size 1048576 ; }
+add map ip fleetslice affinity-endpoints { type ipv4_addr . inet_proto . inet_service : verdict ; }
+add map ip fleetslice affp-KBDBP5IBC5QW-shop/session/tcp/_/600 { type ipv4_addr : inet_service ; flags dynamic,timeout ; timeout 600s ; size 1048576 ; }
 add map ip fleetslice cluster-endpoints-sctp { typeof ip daddr . sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
 add map ip fleetslice cluster-endpoints-tcp { typeof ip daddr . tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
 add map ip fleetslice cluster-endpoints-udp { typeof ip daddr . udp dport . numgen random mod 1 : ip daddr . udp dport ; }
-add map ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { typeof numgen random mod 1 : verdict ; }
 add map ip fleetslice nodeport-endpoints-sctp { typeof sctp dport . numgen random mod 1 : ip daddr . sctp dport ; }
 add map ip fleetslice nodeport-endpoints-tcp { typeof tcp dport . numgen random mod 1 : ip daddr . tcp dport ; }
 add map ip fleetslice nodeport-endpoints-udp { typeof udp dport . numgen random mod 1 : ip daddr . udp dport ; }
 add map ip fleetslice service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice service-nodeports { type inet_proto . inet_service : verdict ; }
+add rule ip fleetslice affinity-record ip daddr . meta l4proto . th dport vmap @affinity-endpoints
 add rule ip fleetslice cluster-dispatch jump cluster-masquerade
 add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-1 goto pick-cluster-tcp-1
 add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-tcp-2 goto pick-cluster-tcp-2
 add rule ip fleetslice cluster-dispatch ip daddr . meta l4proto . th dport @pick-cluster-udp-1 goto pick-cluster-udp-1
 add rule ip fleetslice cluster-masquerade ip saddr != @pod-cidrs jump mark-for-masquerade
 add rule ip fleetslice endpoint-checks ip daddr . meta l4proto . th dport @no-endpoint-services goto reject-service
-add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 update @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 { ip saddr }
-add rule ip fleetslice ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 meta l4proto tcp dnat ip to 10.244.1.8:8443
-add rule ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 update @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 { ip saddr }
-add rule ip fleetslice ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 meta l4proto tcp dnat ip to 10.244.2.8:8443
 add rule ip fleetslice filter-forward ct state new jump endpoint-checks
 add rule ip fleetslice filter-input ct state new jump endpoint-checks
 add rule ip fleetslice filter-input ct state new jump nodeport-checks
@@ -108,6 +105,7 @@ add rule ip fleetslice mark-for-masquerade meta mark set meta mark or 0x4000
 add rule ip fleetslice masquerading meta mark and 0x4000 != 0 meta mark set meta mark xor 0x4000 masquerade fully-random
 add rule ip fleetslice masquerading ip saddr . ip daddr . meta l4proto . th dport @hairpin-endpoints masquerade fully-random
 add rule ip fleetslice nat-output jump services
+add rule ip fleetslice nat-postrouting ct status dnat jump affinity-record
 add rule ip fleetslice nat-postrouting jump masquerading
 add rule ip fleetslice nat-prerouting jump services
 add rule ip fleetslice nodeport-checks fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport @no-local-endpoint-nodeports drop
@@ -118,15 +116,15 @@ add rule ip fleetslice pick-cluster-udp-1 meta l4proto udp dnat ip addr . port t
 add rule ip fleetslice pick-local-tcp-1 meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 1 map @nodeport-endpoints-tcp
 add rule ip fleetslice pick-nodeport-tcp-2 jump mark-for-masquerade
 add rule ip fleetslice pick-nodeport-tcp-2 meta l4proto tcp dnat ip addr . port to tcp dport . numgen random mod 2 map @nodeport-endpoints-tcp
+add rule ip fleetslice rec-4G5NKZJYEN5H-aff-KBDBP5IBC5QW-shop/session/tcp/_/600 meta l4proto tcp update @aff-KBDBP5IBC5QW-shop/session/tcp/_/600 { ip saddr : ip daddr } update @affp-KBDBP5IBC5QW-shop/session/tcp/_/600 { ip saddr : tcp dport }
 add rule ip fleetslice reject-service meta l4proto tcp reject with tcp reset
 add rule ip fleetslice reject-service reject
 add rule ip fleetslice services ip daddr . meta l4proto . th dport vmap @service-ips
 add rule ip fleetslice services ip daddr . meta l4proto . th dport @cluster-ports goto cluster-dispatch
 add rule ip fleetslice services fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @service-nodeports
 add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ jump cluster-masquerade
-add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-COU3422KJ4QT-shop/session/tcp/_/10.244.1.8_8443/600 goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443
-add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ ip saddr @aff-QPEJRY4ECNYZ-shop/session/tcp/_/10.244.2.8_8443/600 goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443
-add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ numgen random mod 2 vmap @epsv-BDBNSD6SSVGP-shop/session/tcp/_
+add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ meta l4proto tcp dnat ip to ip saddr map @aff-KBDBP5IBC5QW-shop/session/tcp/_/600 : ip saddr map @affp-KBDBP5IBC5QW-shop/session/tcp/_/600
+add rule ip fleetslice svc-BDBNSD6SSVGP-shop/session/tcp/_ goto pick-cluster-tcp-2
 add element ip fleetslice cluster-ports { 10.96.0.10 . tcp . 80 comment "shop/cart:http" }
 add element ip fleetslice cluster-ports { 10.96.0.50 . tcp . 81 comment "shop/edge:alt" }
 add element ip fleetslice cluster-ports { 10.96.0.50 . tcp . 80 comment "shop/edge:http" }
@@ -146,18 +144,20 @@ add element ip fleetslice pick-cluster-tcp-2 { 242.1.0.20 . tcp . 80 }
 add element ip fleetslice pick-cluster-udp-1 { 10.96.0.20 . udp . 53 }
 add element ip fleetslice pick-cluster-udp-1 { 242.1.0.20 . udp . 53 }
 add element ip fleetslice pod-cidrs { 10.244.0.0/16 }
+add element ip fleetslice affinity-endpoints { 10.244.1.8 . tcp . 8443 : goto rec-4G5NKZJYEN5H-aff-KBDBP5IBC5QW-shop/session/tcp/_/600 }
+add element ip fleetslice affinity-endpoints { 10.244.2.8 . tcp . 8443 : goto rec-4G5NKZJYEN5H-aff-KBDBP5IBC5QW-shop/session/tcp/_/600 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.10 . 80 . 0 : 10.244.1.5 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 81 . 0 : 10.244.2.9 . 81 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 80 . 0 : 10.244.1.9 . 80 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.50 . 80 . 1 : 10.244.2.9 . 80 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.30 . 443 . 0 : 10.244.1.8 . 8443 }
+add element ip fleetslice cluster-endpoints-tcp { 10.96.0.30 . 443 . 1 : 10.244.2.8 . 8443 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.20 . 80 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 10.96.0.20 . 80 . 1 : 10.244.2.7 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 242.1.0.20 . 80 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice cluster-endpoints-tcp { 242.1.0.20 . 80 . 1 : 10.244.2.7 . 8080 }
 add element ip fleetslice cluster-endpoints-udp { 10.96.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
 add element ip fleetslice cluster-endpoints-udp { 242.1.0.20 . 53 . 0 : 10.244.1.6 . 5353 }
-add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 0 : goto ep-FBAI6XEMHOJI-shop/session/tcp/_/10.244.1.8_8443 }
-add element ip fleetslice epsv-BDBNSD6SSVGP-shop/session/tcp/_ { 1 : goto ep-FLDYLEMW5ZC4-shop/session/tcp/_/10.244.2.8_8443 }
 add element ip fleetslice nodeport-endpoints-tcp { 30050 . 0 : 10.244.1.9 . 80 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 0 : 10.244.1.6 . 8080 }
 add element ip fleetslice nodeport-endpoints-tcp { 30080 . 1 : 10.244.2.7 . 8080 }
@@ -270,14 +270,20 @@ func TestSingleEndpointIPv6AndAffinity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	norm := svc
 	p := svc.Ports[0]
-	ep := p.Endpoints[0].Addr
+	addrs, ports := affinityMapName(&svc, p, false), affinityPortMapName(&svc, p, false)
+	record := recordChainName([]string{addrs})
 	for _, want := range []string{
-		"add rule ip6 fleetslice " + serviceChainName(&norm, p) + " goto " + endpointChainName(&norm, p, ep),
-		"add rule ip6 fleetslice " + endpointChainName(&norm, p, ep) + " update @" + affinitySetName(&norm, p, ep) + " { ip6 saddr }",
-		"add rule ip6 fleetslice " + endpointChainName(&norm, p, ep) + " meta l4proto sctp dnat ip6 to [fd00:244::9]:99",
-		"add set ip6 fleetslice " + affinitySetName(&norm, p, ep) + " { type ipv6_addr ; flags dynamic,timeout ; timeout 1s ; }",
+		"add rule ip6 fleetslice " + serviceChainName(&svc, p) + " jump cluster-masquerade",
+		"add rule ip6 fleetslice " + serviceChainName(&svc, p) + " meta l4proto sctp dnat ip6 to ip6 saddr map @" + addrs + " : ip6 saddr map @" + ports,
+		"add rule ip6 fleetslice " + serviceChainName(&svc, p) + " goto pick-cluster-sctp-1",
+		"add rule ip6 fleetslice " + record + " meta l4proto sctp update @" + addrs + " { ip6 saddr : ip6 daddr } update @" + ports + " { ip6 saddr : sctp dport }",
+		"add map ip6 fleetslice " + addrs + " { type ipv6_addr : ipv6_addr ; flags dynamic,timeout ; timeout 1s ; size 1048576 ; }",
+		"add map ip6 fleetslice " + ports + " { type ipv6_addr : inet_service ; flags dynamic,timeout ; timeout 1s ; size 1048576 ; }",
+		"add element ip6 fleetslice affinity-endpoints { fd00:244::9 . sctp . 99 : goto " + record + " }",
+		"add element ip6 fleetslice cluster-endpoints-sctp { fd00:96::9 . 9 . 0 : fd00:244::9 . 99 }",
+		"add rule ip6 fleetslice nat-postrouting ct status dnat jump affinity-record",
+		"add rule ip6 fleetslice affinity-record ip6 daddr . meta l4proto . th dport vmap @affinity-endpoints",
 	} {
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("missing %q in\n%s", want, out)

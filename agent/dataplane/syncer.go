@@ -86,6 +86,11 @@ type Syncer struct {
 	// pickRefs counts the Services using each shared pick chain (see pick.go).
 	pickRefs    map[string]int
 	staleChains map[string]time.Time
+	// forgetDue holds the affinity maps to read once more for clients of a lost endpoint
+	// (see forget.go), by name.
+	forgetDue map[string]forgetDue
+	// records tracks which affinity maps record each endpoint's clients (see affinity.go).
+	records recordings
 	// needFull forces the next sync to rebuild: nothing is known before the
 	// first sync, and after a failure the table may have drifted.
 	needFull bool
@@ -110,8 +115,7 @@ type serviceRecord struct {
 	claims      []claim
 	chains      []string
 	chainSums   []uint64 // of each chain's rules, see chainContent.sum
-	sets        []string
-	maps        []string
+	affinity    []affinityMap
 	picks       []string // shared pick chains its entries lead to
 	entries     []mapEntry
 	hairpin     [][]string
@@ -163,6 +167,8 @@ func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
 		hairpinRefs: map[string]int{},
 		pickRefs:    map[string]int{},
 		staleChains: map[string]time.Time{},
+		forgetDue:   map[string]forgetDue{},
+		records:     newRecordings(),
 		claimOwners: map[claim]string{},
 		needFull:    true,
 	}
@@ -200,7 +206,11 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	if stats.Full {
 		commit = s.planFull(tx, desired, &stats)
 	} else {
-		commit = s.planIncremental(tx, desired, s.unseen(), start, &stats)
+		var err error
+		if commit, err = s.planIncremental(ctx, tx, desired, s.unseen(), start, &stats); err != nil {
+			s.needFull = true
+			return stats, err
+		}
 	}
 	if err := s.apply(ctx, tx, commit, start, &stats); err != nil {
 		return stats, err
@@ -223,10 +233,16 @@ func (s *Syncer) apply(ctx context.Context, tx *txn, commit func(), start time.T
 		}
 	}
 	commit()
-	for _, since := range s.staleChains {
-		if at := since.Add(s.opts.StaleChainDelay); stats.CleanupAt.IsZero() || at.Before(stats.CleanupAt) {
+	later := func(at time.Time) {
+		if stats.CleanupAt.IsZero() || at.Before(stats.CleanupAt) {
 			stats.CleanupAt = at
 		}
+	}
+	for _, since := range s.staleChains {
+		later(since.Add(s.opts.StaleChainDelay))
+	}
+	for _, f := range s.forgetDue {
+		later(f.due)
 	}
 	return nil
 }
@@ -429,8 +445,26 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 	for i := range desired {
 		writeServiceChains(tx, &rendered[i], never)
 	}
+	var affinity []affinityMap
+	for i := range desired {
+		affinity = append(affinity, rendered[i].affinity...)
+	}
+	records := newRecordings()
+	recordPlan := records.plan(nil, affinity, s.fam)
+	recordChains := records.created(recordPlan)
+	for _, c := range recordChains {
+		tx.Add(&knftables.Chain{Name: c.name})
+	}
 	for i := range desired {
 		writeServiceContent(tx, &rendered[i], s.fam)
+	}
+	for _, c := range recordChains { // they name the maps just written
+		for _, r := range c.rules {
+			tx.Add(&knftables.Rule{Chain: c.name, Rule: r})
+		}
+	}
+	for _, rc := range recordPlan.changes {
+		tx.Add(&knftables.Element{Map: mapAffinityEndpoints, Key: rc.key, Value: []string{"goto " + rc.now.name}})
 	}
 	for i := range desired {
 		d, objs := &desired[i], &rendered[i]
@@ -454,6 +488,9 @@ func (s *Syncer) planFull(tx *txn, desired []desiredService, stats *Stats) func(
 		s.hairpinRefs = refs
 		s.pickRefs = pickRefs
 		s.staleChains = map[string]time.Time{}
+		s.forgetDue = map[string]forgetDue{} // the table, clients and all, is new
+		records.apply(recordPlan)
+		s.records = records
 		s.claimOwners = make(map[claim]string, len(written))
 		for key, rec := range written {
 			for _, c := range rec.claims {
@@ -475,8 +512,7 @@ func countRemoved(written map[string]*serviceRecord, desired []desiredService) i
 
 func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
 	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
-		sets: objs.sets, entries: objs.entries, hairpin: objs.hairpin}
-	rec.maps = objs.maps
+		affinity: objs.affinity, entries: objs.entries, hairpin: objs.hairpin}
 	for _, c := range objs.picks {
 		rec.picks = append(rec.picks, c.name)
 	}

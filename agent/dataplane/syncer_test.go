@@ -86,7 +86,8 @@ func TestRemovalDeletesElementsAndLaterTheChains(t *testing.T) {
 	gone := services[1]
 	p := gone.Ports[0]
 	svcChain, extChain := serviceChainName(&gone, p), externalChainName(&gone, p)
-	ep0 := netip.MustParseAddrPort("10.244.1.2:8080")
+	clients := affinityMapName(&gone, p, false)
+	record := recordChainName([]string{clients})
 
 	st := mustSync(t, s, []Service{services[0], services[2]}, false)
 	if st.Removed != 1 || st.Changed != 0 {
@@ -99,10 +100,15 @@ func TestRemovalDeletesElementsAndLaterTheChains(t *testing.T) {
 	if tbl.Maps[mapServiceNodePorts].FindElement("tcp", "30001") != nil {
 		t.Error("node port element still present")
 	}
-	if tbl.Sets[affinitySetName(&gone, p, ep0)] != nil {
-		t.Error("affinity set still present")
+	if tbl.Maps[clients] != nil || tbl.Maps[affinityPortMapName(&gone, p, false)] != nil {
+		t.Error("affinity maps still present")
 	}
-	for _, name := range []string{svcChain, extChain, endpointChainName(&gone, p, ep0)} {
+	for _, ep := range p.Endpoints {
+		if tbl.Maps[mapAffinityEndpoints].FindElement(ep.Addr.Addr().String(), "tcp", fmt.Sprint(ep.Addr.Port())) != nil {
+			t.Errorf("record element of %v still present", ep.Addr)
+		}
+	}
+	for _, name := range []string{svcChain, extChain, record} {
 		c := tbl.Chains[name]
 		if c == nil || len(c.Rules) != 0 {
 			t.Errorf("chain %s should be kept empty until the stale delay passes, got %+v", name, c)
@@ -298,21 +304,21 @@ func TestSharedHairpinEndpointIsReferenceCounted(t *testing.T) {
 	}
 }
 
-func TestAffinityTimeoutChangeReplacesSets(t *testing.T) {
+func TestAffinityTimeoutChangeReplacesMaps(t *testing.T) {
 	s, fake, _ := newFakeSyncer(t, Options{})
 	svc := tcpService("n", "sticky", "10.96.0.1", 80, "10.244.0.1:80", "10.244.0.2:80")
 	svc.AffinityTimeout = time.Minute
 	mustSync(t, s, []Service{svc}, true)
-	p, ep := svc.Ports[0], netip.MustParseAddrPort("10.244.0.1:80")
-	oldSet := affinitySetName(&svc, p, ep)
+	p := svc.Ports[0]
+	oldMap := affinityMapName(&svc, p, false)
 	svc.AffinityTimeout = time.Hour
 	mustSync(t, s, []Service{svc}, false)
-	if fake.Table.Sets[oldSet] != nil {
-		t.Error("old affinity set kept")
+	if fake.Table.Maps[oldMap] != nil {
+		t.Error("old affinity map kept")
 	}
-	newSet := fake.Table.Sets[affinitySetName(&svc, p, ep)]
-	if newSet == nil || *newSet.Timeout != time.Hour {
-		t.Errorf("new affinity set = %+v", newSet)
+	newMap := fake.Table.Maps[affinityMapName(&svc, p, false)]
+	if newMap == nil || *newMap.Timeout != time.Hour {
+		t.Errorf("new affinity map = %+v", newMap)
 	}
 	svc.AffinityTimeout = 0
 	mustSync(t, s, []Service{svc}, false)

@@ -35,6 +35,8 @@ func (t *txn) Flush(obj knftables.Object)  { t.ops = append(t.ops, op{opFlush, o
 // runs) or netlink (NewNetlinkBackend).
 type Backend interface {
 	apply(ctx context.Context, ops []op) error
+	// clients lists the entries of an affinity map (see forget.go).
+	clients(ctx context.Context, mapName string) ([]clientEntry, error)
 }
 
 // knftablesBackend runs operations as one knftables transaction.

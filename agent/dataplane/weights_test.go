@@ -27,10 +27,7 @@ func TestWeightsRepeatMapElements(t *testing.T) {
 			t.Errorf("affinity %v: want mod 4 in\n%s", affinity, out)
 		}
 		first, second := 0, 0
-		mapName := sharedMapName(pickCluster, TCP)
-		if affinity > 0 {
-			mapName = endpointMapName(&svc, svc.Ports[0], false)
-		}
+		mapName := sharedMapName(pickCluster, TCP) // with affinity too: a new client picks there
 		for _, line := range strings.Split(out, "\n") {
 			if !strings.HasPrefix(line, "add element ip fleetslice "+mapName+" ") {
 				continue

@@ -256,7 +256,9 @@ func collectTokens(v any, tokens *[]string) {
 		if strings.HasPrefix(v, "@") {
 			*tokens = append(*tokens, v)
 		} else {
-			*tokens = append(*tokens, ipv4Literal.FindAllString(v, -1)...)
+			// nft 1.0.6 lists a map update as its text ("update @m { ip saddr : ip daddr }").
+			*tokens = append(*tokens, setRef.FindAllString(v, -1)...)
+			*tokens = append(*tokens, ipv4Literal.FindAllString(setRef.ReplaceAllString(v, " "), -1)...)
 		}
 	case []any:
 		for _, x := range v {

@@ -52,13 +52,13 @@ func TestFreshRenderMatchesDataplaneRender(t *testing.T) {
 		t.Fatalf("dataplane.Render and the recorded transaction differ: %s", diff)
 	}
 	c := want.counts()
-	// 120 Services: 14 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
-	// traffic to 10 endpoints), and the 2 affinity Services' own chains (a service chain and 10
-	// endpoint chains each); 8 fixed sets and maps, the 6 shared endpoint maps, the cluster pick
-	// chain's set, and per affinity Service 10 affinity sets and a verdict map. The other
-	// Services have only set and map elements.
-	if c.Chains != 14+3+2*11 || c.Sets != 8+6+1+2*11 {
-		t.Errorf("counts %+v, want 39 chains and 37 sets and maps", c)
+	// 120 Services: 15 fixed chains, 3 shared pick chains (cluster, NodePort and Local NodePort
+	// traffic to 10 endpoints), and the 2 affinity Services' own chains (a service chain and a
+	// record chain each); 9 fixed sets and maps, the 6 shared endpoint maps, the cluster pick
+	// chain's set, and per affinity Service its 2 client maps. The other Services have only set
+	// and map elements.
+	if c.Chains != 15+3+2*2 || c.Sets != 9+6+1+2*2 {
+		t.Errorf("counts %+v, want 22 chains and 20 sets and maps", c)
 	}
 }
 
@@ -104,8 +104,8 @@ func TestComparisonCatchesBrokenTables(t *testing.T) {
 		"extra chain": func(ls []string) []string {
 			return append(ls, "add chain ip fleetslice stray", "add rule ip fleetslice stray counter")
 		},
-		"set missing": func(ls []string) []string {
-			i := firstWith("add set ip fleetslice aff-")
+		"map missing": func(ls []string) []string {
+			i := firstWith("add map ip fleetslice aff-")
 			return append(ls[:i:i], ls[i+1:]...)
 		},
 	}
@@ -136,6 +136,7 @@ const listing = `{"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_ve
  {"chain": {"family": "ip", "table": "fleetslice", "name": "nat-output", "handle": 2, "type": "nat", "hook": "output", "prio": -100, "policy": "accept"}},
  {"chain": {"family": "ip", "table": "fleetslice", "name": "svc-A-ns/a/tcp/http", "handle": 9}},
  {"chain": {"family": "ip", "table": "fleetslice", "name": "ep-B-ns/a/tcp/http/10.128.0.1:8080", "handle": 10}},
+ {"chain": {"family": "ip", "table": "fleetslice", "name": "rec-D", "handle": 11}},
  {"map": {"family": "ip", "name": "service-ips", "table": "fleetslice", "type": ["ipv4_addr", "inet_proto", "inet_service"], "handle": 14, "map": "verdict",
    "elem": [[{"concat": ["10.96.0.1", "tcp", 80]}, {"goto": {"target": "svc-A-ns/a/tcp/http"}}]]}},
  {"map": {"family": "ip", "name": "no-endpoint-nodeports", "table": "fleetslice", "type": ["inet_proto", "inet_service"], "handle": 15, "map": "verdict",
@@ -147,7 +148,9 @@ const listing = `{"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_ve
  {"rule": {"family": "ip", "table": "fleetslice", "chain": "svc-A-ns/a/tcp/http", "handle": 21, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@aff-C"}}, {"goto": {"target": "ep-B-ns/a/tcp/http/10.128.0.1:8080"}}]}},
  {"rule": {"family": "ip", "table": "fleetslice", "chain": "svc-A-ns/a/tcp/http", "handle": 22, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}},
    {"dnat": {"family": "ip", "addr": {"map": {"key": {"numgen": {"mode": "random", "mod": 2, "offset": 0}}, "data": {"set": [[1, {"concat": ["10.128.0.2", 8080]}], [0, {"concat": ["10.128.0.1", 8080]}]]}}}, "type_flags": ["map", "concat"]}}]}},
- {"rule": {"family": "ip", "table": "fleetslice", "chain": "ep-B-ns/a/tcp/http/10.128.0.1:8080", "handle": 23, "expr": [{"dnat": {"family": "ip", "addr": "10.128.0.1", "port": 8080}}]}}
+ {"rule": {"family": "ip", "table": "fleetslice", "chain": "ep-B-ns/a/tcp/http/10.128.0.1:8080", "handle": 23, "expr": [{"dnat": {"family": "ip", "addr": "10.128.0.1", "port": 8080}}]}},
+ {"rule": {"family": "ip", "table": "fleetslice", "chain": "rec-D", "handle": 24, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "tcp"}},
+   "update @aff-C { ip saddr : ip daddr }"]}}
 ]}`
 
 // commands is the same table as knftables writes it.
@@ -155,6 +158,7 @@ const commands = `add table ip fleetslice { comment "fleetslice node agent" ; }
 add chain ip fleetslice nat-output { type nat hook output priority -100 ; }
 add chain ip fleetslice svc-A-ns/a/tcp/http
 add chain ip fleetslice ep-B-ns/a/tcp/http/10.128.0.1:8080
+add chain ip fleetslice rec-D
 add map ip fleetslice service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; }
 add map ip fleetslice no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }
 add set ip fleetslice pod-cidrs { type ipv4_addr ; flags interval ; }
@@ -163,6 +167,7 @@ add rule ip fleetslice nat-output jump services
 add rule ip fleetslice svc-A-ns/a/tcp/http ip saddr @aff-C goto ep-B-ns/a/tcp/http/10.128.0.1:8080
 add rule ip fleetslice svc-A-ns/a/tcp/http meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.128.0.1 . 8080 , 1 : 10.128.0.2 . 8080 }
 add rule ip fleetslice ep-B-ns/a/tcp/http/10.128.0.1:8080 meta l4proto tcp dnat ip to 10.128.0.1:8080
+add rule ip fleetslice rec-D meta l4proto tcp update @aff-C { ip saddr : ip daddr }
 add element ip fleetslice service-ips { 10.96.0.1 . tcp . 80 : goto svc-A-ns/a/tcp/http }
 add element ip fleetslice no-endpoint-nodeports { tcp . 30001 : drop }
 add element ip fleetslice pod-cidrs { 10.0.0.0/8 }

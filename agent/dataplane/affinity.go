@@ -1,0 +1,278 @@
+package dataplane
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+// A port with ClientIP affinity picks a new client's endpoint through the shared pick chains, as
+// a port without affinity does; what it adds is a pair of maps of the clients it has seen, each
+// entry timing out after the Service's timeout, and a chain of its own that consults them first:
+//
+//	service-ips:       clusterIP . proto . port  -> goto svc-…
+//	service-nodeports: proto . nodePort          -> goto ext-…
+//	svc-…:  masquerade per policy; a known client goes to its endpoint (dnat to the address in
+//	        aff-… and the port in affp-…, one lookup each); a new one goes on to the pick chain
+//	ext-…:  the same for the NodePort, masqueraded; with externalTrafficPolicy: Local, not
+//	        masqueraded and with maps of its own (xaff-…, xaffp-…), so that a client is only
+//	        ever sent to this node's endpoints
+//
+// The client is recorded on the way out (nat postrouting, before masquerading): by then NAT has
+// given the connection its endpoint, and affinity-endpoints (endpoint address . proto . port ->
+// goto rec-…) leads to a chain that updates the maps of every port with that endpoint. Endpoints
+// recording in the same maps share one such chain, so a port costs two chains (three or four
+// with a NodePort), two maps (four), and a lookup per new connection, whatever its number of
+// endpoints; kube-proxy keeps a chain and a set per endpoint and tries them one by one.
+//
+// Why this shape, when kube-proxy's is simpler: every commit walks every chain of every table
+// in the namespace (docs/agent.md), so a chain per endpoint made every sync slower. The endpoint
+// is known only after NAT, and nft (1.0.6) can neither look a map up inside an `update` nor
+// write an IPv6 address and port as one map value, hence two maps filled after NAT; and the
+// agent's netlink library (google/nftables v0.3.0) cannot read back a rule that matches the
+// connection's original destination, hence recording by endpoint. Recording by endpoint means
+// that a client that reached an endpoint through another Service is remembered as its client
+// by every affinity port of that endpoint too: a valid endpoint of the port, chosen earlier
+// than kube-proxy would.
+//
+// As with kube-proxy, a client is remembered for the port whichever way it came (cluster IP or
+// NodePort), except that a Local NodePort remembers its own. When an endpoint goes, its clients
+// must pick again: the Syncer deletes their entries (see forget.go).
+
+// affinityMap is a port's pair of client maps and the endpoints they may hold.
+type affinityMap struct {
+	addr, port string // the maps: client -> endpoint address, client -> endpoint port
+	proto      Protocol
+	// endpoints are the values the maps may hold together, as "address . port": clients
+	// recorded with any other are forgotten.
+	endpoints []string
+}
+
+// renderAffinityPort adds a port with ClientIP affinity (see above).
+func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
+	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
+	label := portComment(svc, p)
+	clients := affinityMap{addr: affinityMapName(svc, p, false), port: affinityPortMapName(svc, p, false),
+		proto: p.Protocol, endpoints: endpointValues(p.Endpoints)}
+	hasCluster := len(p.Endpoints) > 0
+	svcChain := serviceChainName(svc, p)
+	if hasCluster {
+		out.affinity = append(out.affinity, clients)
+		out.chains = append(out.chains, chainContent{svcChain, []string{
+			"jump " + chainClusterMasq,
+			knownClientRule(clients, fam),
+			"goto " + out.pick(pickCluster, p, p.Endpoints, fam),
+		}})
+	}
+	for _, ip := range svc.ClusterIPs {
+		key := []string{ip.String(), proto, port}
+		if !hasCluster {
+			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
+			continue
+		}
+		out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain, label})
+		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
+	}
+	if p.NodePort == 0 {
+		return
+	}
+	key := []string{proto, strconv.Itoa(int(p.NodePort))}
+	kind, external := pickNodePort, p.Endpoints
+	if p.ExternalLocal {
+		kind, external = pickLocal, p.ExternalEndpoints
+	}
+	switch {
+	case len(external) > 0:
+		ext := chainContent{name: externalChainName(svc, p)}
+		if p.ExternalLocal {
+			local := affinityMap{addr: affinityMapName(svc, p, true), port: affinityPortMapName(svc, p, true),
+				proto: p.Protocol, endpoints: endpointValues(external)}
+			out.affinity = append(out.affinity, local)
+			ext.rules = []string{knownClientRule(local, fam)}
+		} else { // external are the cluster's endpoints: their maps exist already
+			ext.rules = []string{"jump " + chainMarkMasquerade, knownClientRule(clients, fam)}
+		}
+		ext.rules = append(ext.rules, "goto "+out.pick(kind, p, external, fam))
+		out.chains = append(out.chains, ext)
+		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + ext.name, label})
+		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
+	case p.ExternalLocal && hasCluster:
+		out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
+	default:
+		out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
+	}
+}
+
+// knownClientRule sends a client the maps know to its endpoint; an unknown one falls through.
+func knownClientRule(m affinityMap, fam family) string {
+	return "meta l4proto " + string(m.proto) + " dnat " + fam.selector + " to " + fam.selector + " saddr map @" + m.addr +
+		" : " + fam.selector + " saddr map @" + m.port
+}
+
+// recordRule remembers a new connection's client and the endpoint NAT gave it, and restarts the
+// entries' timeout when the client was known.
+func recordRule(m affinityMap, fam family) string {
+	client := fam.selector + " saddr : "
+	return "meta l4proto " + string(m.proto) + " update @" + m.addr + " { " + client + fam.selector + " daddr }" +
+		" update @" + m.port + " { " + client + string(m.proto) + " dport }"
+}
+
+// writeAffinityMaps declares a port's two client maps.
+func writeAffinityMaps(tx *txn, m affinityMap, timeout time.Duration, fam family) {
+	// The kernel marks maps updated from the packet path as dynamic; declaring it up front
+	// keeps later adds of the same map valid. The size bounds the clients of one port (a
+	// kube-proxy set holds 65,535 per endpoint).
+	size := uint64(affinityMapSize)
+	flags := []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}
+	tx.Add(&knftables.Map{Name: m.addr, Type: fam.addrType + " : " + fam.addrType, Timeout: &timeout, Size: &size, Flags: flags})
+	tx.Add(&knftables.Map{Name: m.port, Type: fam.addrType + " : inet_service", Timeout: &timeout, Size: &size, Flags: flags})
+}
+
+const affinityMapSize = 1 << 20
+
+// endpointValues spells endpoints as an affinity map pair's values.
+func endpointValues(eps []Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, ep := range eps {
+		out[i] = ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
+	}
+	return out
+}
+
+// recordKey is an endpoint as affinity-endpoints keys it: address, protocol, port.
+func recordKey(m affinityMap, endpoint string) []string {
+	addr, port, _ := strings.Cut(endpoint, " . ")
+	return []string{addr, string(m.proto), port}
+}
+
+// recordChain is the chain that records clients of an endpoint in maps (sorted by address map).
+func recordChain(maps []affinityMap, fam family) chainContent {
+	names := make([]string, len(maps))
+	rules := make([]string, len(maps))
+	for i, m := range maps {
+		names[i], rules[i] = m.addr, recordRule(m, fam)
+	}
+	return chainContent{name: recordChainName(names), rules: rules}
+}
+
+// recordings tracks, across Services, which affinity maps record each endpoint's clients: the
+// element of affinity-endpoints for an endpoint leads to the chain of exactly those maps.
+type recordings struct {
+	byEndpoint map[string]map[string]affinityMap // endpoint key (see recordKey) -> address map -> maps
+	chainRefs  map[string]int                    // record chain -> endpoints leading to it
+}
+
+func newRecordings() recordings {
+	return recordings{byEndpoint: map[string]map[string]affinityMap{}, chainRefs: map[string]int{}}
+}
+
+// recordChange is what a sync does to one endpoint's element of affinity-endpoints.
+type recordChange struct {
+	key      []string
+	was, now *chainContent // nil: no element before / after
+}
+
+// recordPlan is a sync's edit of recordings, applied once the kernel took the transaction.
+type recordPlan struct {
+	endpoints map[string]map[string]affinityMap // the endpoints edited, with their maps after
+	refs      map[string]int                    // record chain -> change of its count
+	chains    map[string]chainContent           // the record chains the changes name
+	changes   []recordChange                    // sorted by endpoint
+}
+
+// plan works out what taking the maps gone away and adding the maps come does to the endpoints
+// they hold, at a cost that follows them, not the table.
+func (r *recordings) plan(gone, come []affinityMap, fam family) recordPlan {
+	p := recordPlan{endpoints: map[string]map[string]affinityMap{}, refs: map[string]int{}, chains: map[string]chainContent{}}
+	keys := map[string][]string{}
+	edit := func(m affinityMap, add bool) {
+		for _, ep := range m.endpoints {
+			key := recordKey(m, ep)
+			id := strings.Join(key, " . ")
+			maps, ok := p.endpoints[id]
+			if !ok {
+				maps = make(map[string]affinityMap, len(r.byEndpoint[id])+1)
+				for k, v := range r.byEndpoint[id] {
+					maps[k] = v
+				}
+				p.endpoints[id], keys[id] = maps, key
+			}
+			if add {
+				maps[m.addr] = m
+			} else {
+				delete(maps, m.addr)
+			}
+		}
+	}
+	for _, m := range gone {
+		edit(m, false)
+	}
+	for _, m := range come {
+		edit(m, true)
+	}
+	for _, id := range sortedKeys(keys) {
+		was, now := chainOf(r.byEndpoint[id], fam), chainOf(p.endpoints[id], fam)
+		if was != nil && now != nil && was.name == now.name && slices.Equal(was.rules, now.rules) {
+			continue
+		}
+		if was != nil {
+			p.refs[was.name]--
+			p.chains[was.name] = *was
+		}
+		if now != nil {
+			p.refs[now.name]++
+			p.chains[now.name] = *now
+		}
+		p.changes = append(p.changes, recordChange{key: keys[id], was: was, now: now})
+	}
+	return p
+}
+
+// created lists, sorted, the record chains the plan gives their first endpoint; retired those it
+// takes the last one from.
+func (r *recordings) created(p recordPlan) []chainContent { return r.crossing(p, true) }
+func (r *recordings) retired(p recordPlan) []chainContent { return r.crossing(p, false) }
+
+func (r *recordings) crossing(p recordPlan, up bool) []chainContent {
+	var out []chainContent
+	for _, name := range sortedKeys(p.refs) {
+		before := r.chainRefs[name]
+		after := before + p.refs[name]
+		if (up && before <= 0 && after > 0) || (!up && before > 0 && after <= 0) {
+			out = append(out, p.chains[name])
+		}
+	}
+	return out
+}
+
+// apply records the plan.
+func (r *recordings) apply(p recordPlan) {
+	for id, maps := range p.endpoints {
+		if len(maps) == 0 {
+			delete(r.byEndpoint, id)
+		} else {
+			r.byEndpoint[id] = maps
+		}
+	}
+	for name, d := range p.refs {
+		if r.chainRefs[name] += d; r.chainRefs[name] <= 0 {
+			delete(r.chainRefs, name)
+		}
+	}
+}
+
+// chainOf is the record chain of an endpoint recording in maps, nil for none.
+func chainOf(maps map[string]affinityMap, fam family) *chainContent {
+	if len(maps) == 0 {
+		return nil
+	}
+	sorted := make([]affinityMap, 0, len(maps))
+	for _, name := range sortedKeys(maps) {
+		sorted = append(sorted, maps[name])
+	}
+	c := recordChain(sorted, fam)
+	return &c
+}

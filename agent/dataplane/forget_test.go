@@ -1,0 +1,117 @@
+package dataplane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/knftables"
+)
+
+// recordClient plays a packet: it records client with endpoint ("addr . port") in a port's maps.
+func recordClient(t *testing.T, fake *knftables.Fake, m affinityMap, client, endpoint string) {
+	t.Helper()
+	addr, port := splitEndpoint(endpoint)
+	tx := fake.NewTransaction()
+	tx.Add(&knftables.Element{Map: m.addr, Key: []string{client}, Value: []string{addr}})
+	tx.Add(&knftables.Element{Map: m.port, Key: []string{client}, Value: []string{port}})
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func splitEndpoint(endpoint string) (string, string) {
+	for i := 0; i+3 <= len(endpoint); i++ {
+		if endpoint[i:i+3] == " . " {
+			return endpoint[:i], endpoint[i+3:]
+		}
+	}
+	return endpoint, ""
+}
+
+// clientsOf lists a port's clients as "client -> addr . port", a missing half as "?".
+func clientsOf(t *testing.T, fake *knftables.Fake, m affinityMap) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range fake.Table.Maps[m.addr].Elements {
+		out[e.Key[0]] = e.Value[0] + " . ?"
+	}
+	for _, e := range fake.Table.Maps[m.port].Elements {
+		addr, _ := splitEndpoint(out[e.Key[0]])
+		if addr == "" {
+			addr = "?"
+		}
+		out[e.Key[0]] = addr + " . " + e.Value[0]
+	}
+	return out
+}
+
+// TestClientsOfAGoneEndpointAreForgotten checks forget.go: when an endpoint leaves an affinity
+// port, the clients recorded with it are deleted in the same sync, the others kept; a client
+// recorded with it after that sync read the maps (a connection set up just before the
+// transaction) is deleted by the next sync a StaleChainDelay later, which a cleanup time asks
+// for; a half entry goes too; and after that second look nothing more runs.
+func TestClientsOfAGoneEndpointAreForgotten(t *testing.T) {
+	s, fake, clock := newFakeSyncer(t, Options{StaleChainDelay: time.Second})
+	svc := tcpService("ns", "sticky", "10.96.0.1", 80, "10.244.0.1:80", "10.244.0.2:80", "10.244.0.3:80")
+	svc.AffinityTimeout = time.Hour
+	mustSync(t, s, []Service{svc}, true)
+	objs := renderService(&svc, ipv4)
+	m := objs.affinity[0]
+	recordClient(t, fake, m, "10.1.0.1", "10.244.0.1 . 80")
+	recordClient(t, fake, m, "10.1.0.2", "10.244.0.2 . 80")
+	recordClient(t, fake, m, "10.1.0.3", "10.244.0.3 . 80")
+
+	svc.Ports[0].Endpoints = eps("10.244.0.2:80", "10.244.0.3:80")
+	st := mustSync(t, s, []Service{svc}, false)
+	want := map[string]string{"10.1.0.2": "10.244.0.2 . 80", "10.1.0.3": "10.244.0.3 . 80"}
+	if got := clientsOf(t, fake, m); !equalMaps(got, want) {
+		t.Fatalf("after the endpoint went: clients %v, want %v", got, want)
+	}
+	if want := clock.Now().Add(time.Second); !st.CleanupAt.Equal(want) {
+		t.Errorf("CleanupAt = %v, want %v for the second look", st.CleanupAt, want)
+	}
+
+	// Recorded between the first look and the transaction; and a half entry.
+	recordClient(t, fake, m, "10.1.0.4", "10.244.0.1 . 80")
+	tx := fake.NewTransaction()
+	tx.Add(&knftables.Element{Map: m.port, Key: []string{"10.1.0.5"}, Value: []string{"80"}})
+	if err := fake.Run(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if st := mustSync(t, s, []Service{svc}, false); st.Operations != 0 {
+		t.Errorf("second look before its time: %+v", st)
+	}
+	clock.Advance(500 * time.Millisecond)
+	mustSync(t, s, []Service{svc}, false)
+	if got := clientsOf(t, fake, m); !equalMaps(got, want) {
+		t.Fatalf("after the second look: clients %v, want %v", got, want)
+	}
+	// Nothing can record the gone endpoint any more (no pick leads to it, no entry names it), so
+	// this one is only there to show that no third look reads the maps.
+	recordClient(t, fake, m, "10.1.0.6", "10.244.0.1 . 80")
+	clock.Advance(time.Hour)
+	if st := mustSync(t, s, []Service{svc}, false); st.Operations != 0 || !st.CleanupAt.IsZero() {
+		t.Errorf("a third look: %+v", st)
+	}
+
+	// An endpoint added reads nothing.
+	svc.Ports[0].Endpoints = eps("10.244.0.2:80", "10.244.0.3:80", "10.244.0.4:80")
+	mustSync(t, s, []Service{svc}, false)
+	if len(s.forgetDue) != 0 {
+		t.Errorf("an endpoint added asks for a second look: %v", s.forgetDue)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
