@@ -21,7 +21,7 @@ type Agent struct {
 }
 
 // serviceRule matches the load-balancing rules of a Service port with a chain of its own in the
-// agent's IPv4 ruleset (ports with session affinity, and every port of older agents), chain
+// IPv4 ruleset of older agents (ports with session affinity, or every port), chain
 // svc-<hash>-<namespace>/<name>/<protocol>/<port>: a DNAT to one endpoint, to one of N
 // through a "numgen random mod N" map (named, as the agent writes it now, or inline), or a
 // cascade of DNAT rules whose first is guarded by "numgen random mod N", as older agents wrote
@@ -34,16 +34,17 @@ var (
 	mapElement  = regexp.MustCompile(`^add element ip fleetslice epsv?-[A-Z0-9]+-([^/ ]+)/([^/ ]+)/([^/ ]+)/([^/ ]+) \{ \d+ : (.+) \}$`)
 )
 
-// A port without affinity is an element of cluster-ports, labelled "namespace/name:port", that
-// leads to a shared pick chain; its endpoints are the elements of the protocol's
-// cluster-endpoints map under the same address and port (an endpoint of weight w fills w).
+// A port is an element of cluster-ports (of service-ips, leading to its own chain, with session
+// affinity), labelled "namespace/name:port"; a new connection picks among the elements of the
+// protocol's cluster-endpoints map under the same address and port (an endpoint of weight w
+// fills w).
 var (
-	portVerdict = regexp.MustCompile(`^add element ip fleetslice cluster-ports \{ (\S+) \. (\w+) \. (\d+) comment "([^"]+)" \}$`)
+	portVerdict = regexp.MustCompile(`^add element ip fleetslice (?:cluster-ports|service-ips) \{ (\S+) \. (\w+) \. (\d+) comment "([^"]+)"(?: : goto \S+)? \}$`)
 	pickElement = regexp.MustCompile(`^add element ip fleetslice cluster-endpoints-(\w+) \{ (\S+) \. (\d+) \. \d+ : (\S+) \. \d+ \}$`)
 )
 
-// sharedPorts collects, from the lines of a ruleset, the endpoints of ports without affinity:
-// "namespace/name:port" -> endpoint address -> weight.
+// sharedPorts collects, from the lines of a ruleset, the endpoints of ports that pick through the
+// shared maps: "namespace/name:port" -> endpoint address -> weight.
 type sharedPorts struct {
 	labels    map[string]string         // "proto ip port" -> "namespace/name:port"
 	endpoints map[string]map[string]int // "proto ip port" -> address -> elements
@@ -82,9 +83,9 @@ func (s *sharedPorts) byPort() map[string]map[string]int {
 	return out
 }
 
-// PortEndpoints reads the ruleset a dry-run agent wrote and returns, for each Service port
-// without session affinity, the addresses its new connections go to with their weights, keyed
-// "namespace/name:port".
+// PortEndpoints reads the ruleset a dry-run agent wrote and returns, for each Service port, the
+// addresses its new connections (a new client's, with session affinity) go to with their
+// weights, keyed "namespace/name:port".
 func PortEndpoints(path string) (map[string]map[string]int, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -35,6 +35,13 @@ add element ip fleetslice cluster-ports { 10.0.0.150 . tcp . 80 comment "demo/sh
 add element ip fleetslice pick-cluster-tcp-3 { 10.0.0.150 . tcp . 80 }
 add element ip fleetslice cluster-ports { 10.0.0.151 . tcp . 80 comment "demo/other:http" }
 add element ip fleetslice pick-cluster-tcp-1 { 10.0.0.151 . tcp . 80 }
+add rule ip fleetslice svc-AFFAFFAFFAFF-demo/sticky/tcp/http jump cluster-masquerade
+add rule ip fleetslice svc-AFFAFFAFFAFF-demo/sticky/tcp/http meta l4proto tcp dnat ip to ip saddr map @aff-X-demo/sticky/tcp/http/60 : ip saddr map @affp-X-demo/sticky/tcp/http/60
+add rule ip fleetslice svc-AFFAFFAFFAFF-demo/sticky/tcp/http goto pick-cluster-tcp-3
+add element ip fleetslice service-ips { 10.0.0.152 . tcp . 80 comment "demo/sticky:http" : goto svc-AFFAFFAFFAFF-demo/sticky/tcp/http }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.152 . 80 . 0 : 10.1.9.1 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.152 . 80 . 1 : 10.1.9.2 . 8080 }
+add element ip fleetslice cluster-endpoints-tcp { 10.0.0.152 . 80 . 2 : 10.1.9.3 . 8080 }
 `
 	if err := os.WriteFile(path, []byte(ruleset), 0o644); err != nil {
 		t.Fatal(err)
@@ -42,11 +49,12 @@ add element ip fleetslice pick-cluster-tcp-1 { 10.0.0.151 . tcp . 80 }
 	a := ReadAgent("n", path)
 	if a.Err != nil || a.Endpoints["demo/api:grpc"] != 2 || a.Endpoints["demo/web:http"] != 1 || a.Endpoints["demo/db:sql"] != 3 ||
 		a.Endpoints["demo/cache:redis"] != 4 || a.Endpoints["demo/derived-abc:http"] != 2 ||
-		a.Endpoints["demo/shared:http"] != 2 || a.Endpoints["demo/other:http"] != 1 || len(a.Endpoints) != 7 {
+		a.Endpoints["demo/shared:http"] != 2 || a.Endpoints["demo/other:http"] != 1 || a.Endpoints["demo/sticky:http"] != 3 ||
+		len(a.Endpoints) != 8 {
 		t.Fatalf("ReadAgent = %+v", a)
 	}
 	weights, err := PortEndpoints(path)
-	if err != nil || len(weights) != 2 || weights["demo/shared:http"]["10.1.6.1"] != 2 || weights["demo/shared:http"]["10.1.6.2"] != 1 ||
+	if err != nil || len(weights) != 3 || weights["demo/shared:http"]["10.1.6.1"] != 2 || weights["demo/shared:http"]["10.1.6.2"] != 1 ||
 		len(weights["demo/other:http"]) != 1 {
 		t.Fatalf("PortEndpoints = %v, %v", weights, err)
 	}
