@@ -51,59 +51,42 @@ type affinityMap struct {
 	endpoints []string
 }
 
-// renderAffinityPort adds a port with ClientIP affinity (see above).
-func renderAffinityPort(out *serviceObjects, svc *Service, p Port, fam family) {
-	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
-	label := portComment(svc, p)
+// ownChains names the chains a port with ClientIP affinity leads its cluster IPs and NodePort
+// to; empty where it has none (no endpoints to send that traffic to).
+type ownChains struct{ cluster, external string }
+
+// renderAffinityChains adds a port's own chains and client maps (see above); renderPort leads
+// the port's traffic to them.
+func renderAffinityChains(out *serviceObjects, svc *Service, p Port, fam family) ownChains {
+	var own ownChains
 	clients := affinityMap{addr: affinityMapName(svc, p, false), port: affinityPortMapName(svc, p, false),
 		proto: p.Protocol, endpoints: endpointValues(p.Endpoints)}
-	hasCluster := len(p.Endpoints) > 0
-	svcChain := serviceChainName(svc, p)
-	if hasCluster {
+	if len(p.Endpoints) > 0 {
+		own.cluster = serviceChainName(svc, p)
 		out.affinity = append(out.affinity, clients)
-		out.chains = append(out.chains, chainContent{svcChain, []string{
+		out.chains = append(out.chains, chainContent{own.cluster, []string{
 			"jump " + chainClusterMasq,
 			knownClientRule(clients, fam),
 			"goto " + out.pick(pickCluster, p, p.Endpoints, fam),
 		}})
 	}
-	for _, ip := range svc.ClusterIPs {
-		key := []string{ip.String(), proto, port}
-		if !hasCluster {
-			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
-			continue
-		}
-		out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + svcChain, label})
-		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
+	kind, external := externalPick(p)
+	if p.NodePort == 0 || len(external) == 0 {
+		return own
 	}
-	if p.NodePort == 0 {
-		return
-	}
-	key := []string{proto, strconv.Itoa(int(p.NodePort))}
-	kind, external := pickNodePort, p.Endpoints
+	ext := chainContent{name: externalChainName(svc, p)}
 	if p.ExternalLocal {
-		kind, external = pickLocal, p.ExternalEndpoints
+		local := affinityMap{addr: affinityMapName(svc, p, true), port: affinityPortMapName(svc, p, true),
+			proto: p.Protocol, endpoints: endpointValues(external)}
+		out.affinity = append(out.affinity, local)
+		ext.rules = []string{knownClientRule(local, fam)}
+	} else { // external are the cluster's endpoints: their maps exist already
+		ext.rules = []string{"jump " + chainMarkMasquerade, knownClientRule(clients, fam)}
 	}
-	switch {
-	case len(external) > 0:
-		ext := chainContent{name: externalChainName(svc, p)}
-		if p.ExternalLocal {
-			local := affinityMap{addr: affinityMapName(svc, p, true), port: affinityPortMapName(svc, p, true),
-				proto: p.Protocol, endpoints: endpointValues(external)}
-			out.affinity = append(out.affinity, local)
-			ext.rules = []string{knownClientRule(local, fam)}
-		} else { // external are the cluster's endpoints: their maps exist already
-			ext.rules = []string{"jump " + chainMarkMasquerade, knownClientRule(clients, fam)}
-		}
-		ext.rules = append(ext.rules, "goto "+out.pick(kind, p, external, fam))
-		out.chains = append(out.chains, ext)
-		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + ext.name, label})
-		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
-	case p.ExternalLocal && hasCluster:
-		out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
-	default:
-		out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
-	}
+	ext.rules = append(ext.rules, "goto "+out.pick(kind, p, external, fam))
+	out.chains = append(out.chains, ext)
+	own.external = ext.name
+	return own
 }
 
 // knownClientRule sends a client the maps know to its endpoint; an unknown one falls through.

@@ -114,32 +114,43 @@ func writeSharedMaps(tx *txn, fam family) {
 	}
 }
 
-// renderSharedPort adds what one port without affinity puts in the shared maps: the verdicts that
-// lead its cluster IPs and NodePort to pick chains, and the elements those chains pick from.
-func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
+// renderPort adds what one port puts in the shared maps: the verdicts that lead its cluster IPs
+// and NodePort to pick chains, and the elements those chains pick from. A port with ClientIP
+// affinity leads them to chains of its own instead, which consult its clients first and then go
+// on to the same pick chains (see affinity.go).
+func renderPort(out *serviceObjects, svc *Service, p Port, fam family) {
+	var own ownChains
+	if svc.AffinityTimeout > 0 {
+		own = renderAffinityChains(out, svc, p, fam)
+	}
 	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
 	label := portComment(svc, p)
 	for _, ip := range svc.ClusterIPs {
 		key := []string{ip.String(), proto, port}
-		if len(p.Endpoints) == 0 {
+		switch {
+		case len(p.Endpoints) == 0:
 			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
 			continue
+		case own.cluster != "":
+			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + own.cluster, label})
+		default:
+			pick := out.pick(pickCluster, p, p.Endpoints, fam)
+			out.entries = append(out.entries, mapEntry{setClusterPorts, key, "", label}, mapEntry{pick, key, "", ""})
 		}
-		pick := out.pick(pickCluster, p, p.Endpoints, fam)
-		out.entries = append(out.entries, mapEntry{setClusterPorts, key, "", label}, mapEntry{pick, key, "", ""})
 		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
 	}
 	if p.NodePort == 0 {
 		return
 	}
 	key := []string{proto, strconv.Itoa(int(p.NodePort))}
-	kind, external := pickNodePort, p.Endpoints
-	if p.ExternalLocal {
-		kind, external = pickLocal, p.ExternalEndpoints
-	}
+	kind, external := externalPick(p)
 	switch {
 	case len(external) > 0:
-		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + out.pick(kind, p, external, fam), label})
+		target := own.external
+		if target == "" {
+			target = out.pick(kind, p, external, fam)
+		}
+		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + target, label})
 		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
 	case p.ExternalLocal && len(p.Endpoints) > 0:
 		// Endpoints exist elsewhere: dropping lets the client's load balancer health check move
@@ -148,6 +159,14 @@ func renderSharedPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	default:
 		out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
 	}
+}
+
+// externalPick is the kind of pick chain a port's NodePort uses, and the endpoints it picks from.
+func externalPick(p Port) (pickKind, []Endpoint) {
+	if p.ExternalLocal {
+		return pickLocal, p.ExternalEndpoints
+	}
+	return pickNodePort, p.Endpoints
 }
 
 // pick returns the name of the pick chain for eps, noting it among the chains the Service needs.

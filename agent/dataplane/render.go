@@ -81,7 +81,7 @@ type serviceObjects struct {
 
 // renderService turns a normalized Service into nftables objects: map elements of the shared
 // maps (see pick.go), plus, with ClientIP affinity, chains and maps of its own (see
-// renderAffinityPort). Ports without endpoints get entries in the no-endpoint sets, which the
+// affinity.go). Ports without endpoints get entries in the no-endpoint sets, which the
 // filter chains turn into a reject.
 func renderService(svc *Service, fam family) serviceObjects {
 	var out serviceObjects
@@ -93,11 +93,7 @@ func renderService(svc *Service, fam family) serviceObjects {
 		if p.ExternalLocal && p.NodePort != 0 {
 			reachable = unionEndpoints(p.Endpoints, p.ExternalEndpoints)
 		}
-		if svc.AffinityTimeout > 0 {
-			renderAffinityPort(&out, svc, p, fam)
-		} else {
-			renderSharedPort(&out, svc, p, fam)
-		}
+		renderPort(&out, svc, p, fam)
 		for _, ep := range reachable {
 			if ep.Local {
 				a, pt := ep.Addr.Addr().String(), strconv.Itoa(int(ep.Addr.Port()))
