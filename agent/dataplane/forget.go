@@ -45,36 +45,51 @@ func lostEndpoints(was, now []string) bool {
 }
 
 // forgetTargets lists the affinity maps this sync must read: those of changed Services that lost
-// an endpoint, and those read by an earlier sync whose second look is due.
-func (s *Syncer) forgetTargets(changes []change, now time.Time) (targets map[string]forgetTarget, fresh []string) {
+// an endpoint (fresh), and those read by an earlier sync whose second look is due. A second look
+// whose maps have gone meanwhile, clients and all, is settled.
+func (s *Syncer) forgetTargets(changes []change, now time.Time) (targets map[string]forgetTarget, fresh, settled []string) {
 	targets = map[string]forgetTarget{}
-	changed := map[string]bool{}
+	after := map[string]*serviceRecord{} // a changed Service's record after this sync, nil if removed
 	for _, c := range changes {
-		changed[c.key] = true
+		after[c.key] = c.rec
 		if c.old == nil || c.rec == nil {
 			continue // a new Service has no clients; a removed one's maps go whole
 		}
 		for _, m := range c.rec.affinity {
-			i := slices.IndexFunc(c.old.affinity, func(o affinityMap) bool { return o.addr == m.addr })
-			if i >= 0 && lostEndpoints(c.old.affinity[i].endpoints, m.endpoints) {
+			if old, ok := findAffinity(c.old, m.addr); ok && lostEndpoints(old.endpoints, m.endpoints) {
 				targets[m.addr] = forgetTarget{c.key, m}
 				fresh = append(fresh, m.addr)
 			}
 		}
 	}
 	for name, f := range s.forgetDue {
-		if _, have := targets[name]; have || now.Before(f.due) || changed[f.service] {
-			// A change of the owner has just been handled above, with its new endpoints.
+		if _, have := targets[name]; have || now.Before(f.due) {
 			continue
 		}
-		if rec := s.written[f.service]; rec != nil {
-			if i := slices.IndexFunc(rec.affinity, func(o affinityMap) bool { return o.addr == name }); i >= 0 {
-				targets[name] = forgetTarget{f.service, rec.affinity[i]}
-			}
+		rec, changed := after[f.service]
+		if !changed {
+			rec = s.written[f.service]
+		}
+		if m, ok := findAffinity(rec, name); ok {
+			targets[name] = forgetTarget{f.service, m}
+		} else {
+			settled = append(settled, name)
 		}
 	}
 	slices.Sort(fresh)
-	return targets, fresh
+	return targets, fresh, settled
+}
+
+// findAffinity finds the pair of affinity maps named by its address map in rec, which may be nil.
+func findAffinity(rec *serviceRecord, name string) (affinityMap, bool) {
+	if rec == nil {
+		return affinityMap{}, false
+	}
+	i := slices.IndexFunc(rec.affinity, func(m affinityMap) bool { return m.addr == name })
+	if i < 0 {
+		return affinityMap{}, false
+	}
+	return rec.affinity[i], true
 }
 
 // planForget reads each target pair of maps and deletes the clients whose endpoint the port no
@@ -119,11 +134,11 @@ func (s *Syncer) planForget(ctx context.Context, tx *txn, targets map[string]for
 }
 
 // nextForgetDue is forgetDue after a sync that read targets, fresh among them for a lost
-// endpoint: those get their second look later; the others have had it.
-func (s *Syncer) nextForgetDue(targets map[string]forgetTarget, fresh []string, now time.Time) map[string]forgetDue {
+// endpoint: those get their second look later; the others, and the settled, have had it.
+func (s *Syncer) nextForgetDue(targets map[string]forgetTarget, fresh, settled []string, now time.Time) map[string]forgetDue {
 	next := make(map[string]forgetDue, len(s.forgetDue)+len(fresh))
 	for name, f := range s.forgetDue {
-		if _, read := targets[name]; !read {
+		if _, read := targets[name]; !read && !slices.Contains(settled, name) {
 			next[name] = f
 		}
 	}

@@ -104,6 +104,45 @@ func TestClientsOfAGoneEndpointAreForgotten(t *testing.T) {
 	}
 }
 
+// TestASecondLookWhoseMapsWentIsSettled: an endpoint goes, then its Service goes (or turns
+// affinity off) before the second look; the second look has nothing to read and must not stay
+// due, or the agent would be asked for a cleanup sync again and again.
+func TestASecondLookWhoseMapsWentIsSettled(t *testing.T) {
+	for _, ending := range []string{"removed", "affinity off", "removed at once"} {
+		t.Run(ending, func(t *testing.T) {
+			s, _, clock := newFakeSyncer(t, Options{StaleChainDelay: time.Second})
+			svc := tcpService("ns", "sticky", "10.96.0.1", 80, "10.244.0.1:80", "10.244.0.2:80")
+			svc.AffinityTimeout = time.Hour
+			mustSync(t, s, []Service{svc}, true)
+			svc.Ports[0].Endpoints = eps("10.244.0.2:80")
+			mustSync(t, s, []Service{svc}, false)
+			if len(s.forgetDue) != 1 {
+				t.Fatalf("no second look planned: %v", s.forgetDue)
+			}
+			if ending != "removed at once" {
+				clock.Advance(300 * time.Millisecond)
+			} else {
+				clock.Advance(time.Second)
+			}
+			var services []Service
+			if ending == "affinity off" {
+				svc.AffinityTimeout = 0
+				services = []Service{svc}
+			}
+			mustSync(t, s, services, false)
+			clock.Advance(time.Hour)
+			st := mustSync(t, s, services, false)
+			if len(s.forgetDue) != 0 {
+				t.Errorf("second looks left: %v (last sync %+v)", s.forgetDue, st)
+			}
+			clock.Advance(time.Hour)
+			if st := mustSync(t, s, services, false); st.Operations != 0 || !st.CleanupAt.IsZero() {
+				t.Errorf("still asking for a cleanup: %+v", st)
+			}
+		})
+	}
+}
+
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false

@@ -284,11 +284,11 @@ func (s *Syncer) planIncremental(ctx context.Context, tx *txn, desired []desired
 	}
 
 	// 6. forget clients
-	targets, fresh := s.forgetTargets(changes, now)
+	targets, fresh, settled := s.forgetTargets(changes, now)
 	if err := s.planForget(ctx, tx, targets); err != nil {
 		return nil, err
 	}
-	forget := s.nextForgetDue(targets, fresh, now)
+	forget := s.nextForgetDue(targets, fresh, settled, now)
 
 	for id, n := range refs {
 		if n <= 0 {
