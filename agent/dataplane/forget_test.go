@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,4 +154,69 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestKernelForgetsClientsInEitherFamily runs forgetting against the kernel, through both
+// backends and in both families: clients recorded in the maps (added with nft, as packets would
+// add them) are read back in each backend's own way, and only the gone endpoint's go.
+func TestKernelForgetsClientsInEitherFamily(t *testing.T) {
+	requireKernel(t)
+	ns := enterNetns(t, newNetns(t, uniquePrefix(t), "forget"))
+	cases := []struct {
+		family        knftables.Family
+		ip            string
+		endpoints     []string // the first goes
+		clients, kept []string // a client per endpoint; those that stay
+	}{
+		{knftables.IPv4Family, "10.96.0.1", []string{"10.244.0.1:80", "10.244.0.2:80"},
+			[]string{"10.1.0.1", "10.1.0.2"}, []string{"10.1.0.2"}},
+		{knftables.IPv6Family, "fd00:96::1", []string{"[fd00:244::1]:80", "[fd00:244::2]:80"},
+			[]string{"fd00:1::1", "fd00:1::2"}, []string{"fd00:1::2"}},
+	}
+	for _, backend := range kernelBackends {
+		for _, tc := range cases {
+			t.Run(backend+"/"+string(tc.family), func(t *testing.T) {
+				s, nft := openBackend(t, ns, backend, tc.family, Options{})
+				svc := tcpService("ns", "sticky", tc.ip, 80, tc.endpoints...)
+				svc.AffinityTimeout = time.Hour
+				var err error
+				ns.do(func() { _, err = s.Sync(context.Background(), []Service{svc}, true) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := renderService(&svc, mustFamily(tc.family)).affinity[0]
+				tx := nft.NewTransaction()
+				for i, client := range tc.clients {
+					ep := eps(tc.endpoints[i])[0].Addr
+					tx.Add(&knftables.Element{Map: m.addr, Key: []string{client}, Value: []string{ep.Addr().String()}})
+					tx.Add(&knftables.Element{Map: m.port, Key: []string{client}, Value: []string{"80"}})
+				}
+				ns.do(func() { err = nft.Run(context.Background(), tx) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				svc.Ports[0].Endpoints = eps(tc.endpoints[1:]...)
+				ns.do(func() { _, err = s.Sync(context.Background(), []Service{svc}, false) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, name := range []string{m.addr, m.port} {
+					var elems []*knftables.Element
+					ns.do(func() { elems, err = nft.ListElements(context.Background(), "map", name) })
+					var got []string
+					for _, e := range elems {
+						got = append(got, e.Key[0])
+					}
+					if err != nil || !slices.Equal(got, tc.kept) {
+						t.Errorf("map %s holds clients %v (%v), want %v", name, got, err, tc.kept)
+					}
+				}
+			})
+		}
+	}
+}
+
+func mustFamily(f knftables.Family) family {
+	fam, _ := familyFor(f)
+	return fam
 }
