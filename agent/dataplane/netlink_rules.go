@@ -90,13 +90,9 @@ func (c *ruleCompiler) statement() error {
 	case c.take("drop"):
 		c.emit(&expr.Verdict{Kind: expr.VerdictDrop})
 	case c.take("ct", "status", "dnat"):
-		c.emit(&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)})
+		c.ctBit(expr.CtKeySTATUS, ctStatusDNAT)
 	case c.take("ct", "state", "new"):
-		c.emit(&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
-			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(expr.CtStateBitNEW), Xor: native32(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)})
+		c.ctBit(expr.CtKeySTATE, expr.CtStateBitNEW)
 	case c.take("fib", "daddr", "type", "local"):
 		c.emit(&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(unix.RTN_LOCAL)})
@@ -149,6 +145,13 @@ func (c *ruleCompiler) statement() error {
 		return c.match()
 	}
 	return nil
+}
+
+// ctBit matches a connection whose conntrack field key has bit set.
+func (c *ruleCompiler) ctBit(key expr.CtKey, bit uint32) {
+	c.emit(&expr.Ct{Register: 1, Key: key},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(bit), Xor: native32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: native32(0)})
 }
 
 func (c *ruleCompiler) number() (uint32, error) {
