@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,16 +130,6 @@ func recordKey(m affinityMap, endpoint string) []string {
 	return []string{addr, string(m.proto), port}
 }
 
-// recordChain is the chain that records clients of an endpoint in maps (sorted by address map).
-func recordChain(maps []affinityMap, fam family) chainContent {
-	names := make([]string, len(maps))
-	rules := make([]string, len(maps))
-	for i, m := range maps {
-		names[i], rules[i] = m.addr, recordRule(m, fam)
-	}
-	return chainContent{name: recordChainName(names), rules: rules}
-}
-
 // recordings tracks, across Services, which affinity maps record each endpoint's clients: the
 // element of affinity-endpoints for an endpoint leads to the chain of exactly those maps.
 type recordings struct {
@@ -198,7 +187,7 @@ func (r *recordings) plan(gone, come []affinityMap, fam family) recordPlan {
 	}
 	for _, id := range sortedKeys(keys) {
 		was, now := chainOf(r.byEndpoint[id], fam), chainOf(p.endpoints[id], fam)
-		if was != nil && now != nil && was.name == now.name && slices.Equal(was.rules, now.rules) {
+		if was != nil && now != nil && was.name == now.name { // the name says which maps, so the rules
 			continue
 		}
 		if was != nil {
@@ -247,15 +236,16 @@ func (r *recordings) apply(p recordPlan) {
 	}
 }
 
-// chainOf is the record chain of an endpoint recording in maps, nil for none.
+// chainOf is the record chain of an endpoint recording in maps (by address map), nil for none:
+// a rule per map, in the order of the names.
 func chainOf(maps map[string]affinityMap, fam family) *chainContent {
 	if len(maps) == 0 {
 		return nil
 	}
-	sorted := make([]affinityMap, 0, len(maps))
-	for _, name := range sortedKeys(maps) {
-		sorted = append(sorted, maps[name])
+	names := sortedKeys(maps)
+	rules := make([]string, len(names))
+	for i, name := range names {
+		rules[i] = recordRule(maps[name], fam)
 	}
-	c := recordChain(sorted, fam)
-	return &c
+	return &chainContent{name: recordChainName(names), rules: rules}
 }
