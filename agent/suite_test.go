@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -303,3 +304,9 @@ func dryRun() *dataplane.DryRun {
 }
 
 func ip(svc *corev1.Service) string { return netip.MustParseAddr(svc.Spec.ClusterIP).String() }
+
+// addressPattern matches addr as a whole address in a ruleset, not as the start or end of a longer
+// one (10.0.3.5 in 10.0.3.50).
+func addressPattern(addr string) string {
+	return `(^|[^0-9a-f.:])` + regexp.QuoteMeta(addr) + `($|[^0-9a-f.:])`
+}

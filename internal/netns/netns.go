@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -160,32 +159,6 @@ func (n *Namespace) Mirror(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s in namespace %s: %w", addr, n.Name, err)
 	}
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// Accepted sockets stay in the namespace; the dial runs on an ordinary thread, on the
-			// host's network.
-			go forward(in, addr)
-		}
-	}()
+	go serveTCP(ln, addr)
 	return ln, nil
-}
-
-func forward(in net.Conn, addr string) {
-	defer in.Close()
-	out, err := net.Dial("tcp", addr)
-	if err != nil {
-		return
-	}
-	defer out.Close()
-	go func() {
-		_, _ = io.Copy(out, in)
-		if tcp, ok := out.(*net.TCPConn); ok {
-			_ = tcp.CloseWrite()
-		}
-	}()
-	_, _ = io.Copy(in, out)
 }
