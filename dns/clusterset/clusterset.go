@@ -10,6 +10,7 @@ import (
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/pkg/fall"
+	"github.com/coredns/coredns/plugin/pkg/nonwriter"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
@@ -62,12 +63,46 @@ func (c *Clusterset) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.
 	if !c.Store.Synced() {
 		return dns.RcodeServerFailure, nil
 	}
-	m := records.Respond(records.Zone{Name: zone, TTL: c.TTL, Serial: c.Store.Serial()}, c.Store, r)
+	z := records.Zone{Name: zone, TTL: c.TTL, Serial: c.Store.Serial(), Clusterset: c.clustersetZone()}
+	m := records.Respond(z, c.Store, r)
 	if m.Rcode == dns.RcodeNameError && c.Fall.Through(state.Name()) {
 		return plugin.NextOrFailure(c.Name(), c.Next, ctx, w, r)
+	}
+	if state.QType() == dns.TypePTR && records.IsReverse(zone) && c.Fall.Through(state.Name()) && c.Next != nil {
+		if theirs := c.askNext(ctx, w, r); theirs != nil {
+			m = theirs
+		}
 	}
 	if err := w.WriteMsg(m); err != nil {
 		return dns.RcodeServerFailure, err
 	}
 	return dns.RcodeSuccess, nil
+}
+
+// askNext returns the next plugins' reply to a PTR query when it has records, else nil. The
+// specification (2.3.3, 2.4.3) creates PTR records only for addresses "that do not already
+// have" one: the cluster's own records, such as the cluster.local name CoreDNS's kubernetes
+// plugin gives a local Service's ClusterIP or a local Pod behind a headless Service, win over
+// the clusterset name. The plugins after this one are where those records are, so they are
+// asked first; the reply is captured, not written.
+func (c *Clusterset) askNext(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) *dns.Msg {
+	capture := nonwriter.New(w)
+	if _, err := c.Next.ServeDNS(ctx, capture, r); err != nil || capture.Msg == nil {
+		return nil
+	}
+	if capture.Msg.Rcode != dns.RcodeSuccess || len(capture.Msg.Answer) == 0 {
+		return nil
+	}
+	return capture.Msg
+}
+
+// clustersetZone is the zone PTR records point into: the first zone the plugin serves that is
+// not a reverse zone, else the one the specification fixes.
+func (c *Clusterset) clustersetZone() string {
+	for _, z := range c.Zones {
+		if !records.IsReverse(z) {
+			return z
+		}
+	}
+	return records.DefaultClustersetZone
 }

@@ -29,6 +29,31 @@ func (f *fakeStore) Namespace(ns string) bool { return false }
 func (f *fakeStore) Serial() uint32           { return 1 }
 func (f *fakeStore) Synced() bool             { return f.synced }
 
+func (f *fakeStore) AddressNames(addr netip.Addr) []string {
+	var out []string
+	for k, svc := range f.services {
+		ns, name, _ := strings.Cut(k, "/")
+		for _, a := range svc.AddressNames(ns, name) {
+			if a.Addr == addr {
+				out = append(out, a.Name)
+			}
+		}
+	}
+	return out
+}
+
+func (f *fakeStore) HasAddressIn(prefix netip.Prefix) bool {
+	for k, svc := range f.services {
+		ns, name, _ := strings.Cut(k, "/")
+		for _, a := range svc.AddressNames(ns, name) {
+			if prefix.Contains(a.Addr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // next answers every query it gets with a marker TXT record.
 var next = plugin.HandlerFunc(func(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	m := new(dns.Msg).SetReply(r)
@@ -80,6 +105,66 @@ func TestServeDNSBeforeSyncIsServfail(t *testing.T) {
 	rcode, _ := c.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion("web.demo.svc.clusterset.local.", dns.TypeA))
 	if rcode != dns.RcodeServerFailure || rec.Msg != nil || c.Ready() {
 		t.Fatalf("rcode %s, written %v, ready %v: want SERVFAIL for the server to write, not ready", dns.RcodeToString[rcode], rec.Msg, c.Ready())
+	}
+}
+
+// localPTR stands for CoreDNS's kubernetes plugin after clusterset: it has a PTR record for
+// 10.0.0.10 (a local Service's ClusterIP) and nothing else, and counts the queries it gets.
+type localPTR struct{ asked int }
+
+func (l *localPTR) ServeDNS(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	l.asked++
+	m := new(dns.Msg).SetReply(r)
+	if r.Question[0].Name == "10.0.0.10.in-addr.arpa." {
+		m.Answer = []dns.RR{test.PTR("10.0.0.10.in-addr.arpa. 5 IN PTR web-derived.demo.svc.cluster.local.")}
+	} else {
+		m.Rcode = dns.RcodeNameError
+	}
+	return m.Rcode, w.WriteMsg(m)
+}
+
+func (l *localPTR) Name() string { return "kubernetes" }
+
+// TestServeDNSReverseZones: PTR records of imported addresses come from this plugin only where
+// the next plugins have none, and reverse names it does not know go on.
+func TestServeDNSReverseZones(t *testing.T) {
+	store := &fakeStore{synced: true, services: map[string]*records.Service{
+		"demo/web": {IPs: []netip.Addr{netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")}},
+	}}
+	zones := []string{"in-addr.arpa.", "clusterset.local.", "ip6.arpa."}
+	for _, tc := range []struct {
+		name      string
+		fall      fall.F
+		qname     string
+		rcode     int
+		answer    string
+		nextAsked bool
+	}{
+		{"the local PTR wins", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "10.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web-derived.demo.svc.cluster.local.", true},
+		{"without a local PTR, the clusterset one", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "11.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", true},
+		{"unknown address goes on", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "12.0.0.10.in-addr.arpa.", dns.RcodeNameError, "", true},
+		{"without fallthrough the zone is this plugin's alone", fall.F{}, "10.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", false},
+		{"without fallthrough unknown is NXDOMAIN", fall.F{}, "12.0.0.10.in-addr.arpa.", dns.RcodeNameError, "", false},
+		{"fallthrough for the other family only", fall.F{Zones: []string{"ip6.arpa."}}, "10.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := &localPTR{}
+			c := &Clusterset{Next: local, Zones: zones, TTL: 5, Store: store, Fall: tc.fall}
+			rec := dnstest.NewRecorder(&test.ResponseWriter{})
+			if _, err := c.ServeDNS(context.Background(), rec, new(dns.Msg).SetQuestion(tc.qname, dns.TypePTR)); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Msg == nil || rec.Msg.Rcode != tc.rcode {
+				t.Fatalf("reply %v, want rcode %s", rec.Msg, dns.RcodeToString[tc.rcode])
+			}
+			got := ""
+			if len(rec.Msg.Answer) == 1 {
+				got = rec.Msg.Answer[0].(*dns.PTR).Ptr
+			}
+			if got != tc.answer || (local.asked > 0) != tc.nextAsked {
+				t.Fatalf("answer %q (next asked %d times), want %q (asked: %v)", got, local.asked, tc.answer, tc.nextAsked)
+			}
+		})
 	}
 }
 

@@ -210,7 +210,7 @@ func TestServesClustersetZoneFromTheAPIServer(t *testing.T) {
 		{"headless hostname", "db-0.west.db.demo.svc.clusterset.local.", dns.TypeA, dns.RcodeSuccess, []string{"10.2.0.5"}},
 		{"headless hostname other family", "db-0.east.db.demo.svc.clusterset.local.", dns.TypeAAAA, dns.RcodeSuccess, nil},
 		{"headless srv", "_pg._tcp.db.demo.svc.clusterset.local.", dns.TypeSRV, dns.RcodeSuccess,
-			[]string{"0 0 5432 db-0.east.db.demo.svc.clusterset.local.", "0 0 5432 db-0.west.db.demo.svc.clusterset.local."}},
+			[]string{"0 0 5432 10-2-0-7.west.db.demo.svc.clusterset.local.", "0 0 5432 db-0.east.db.demo.svc.clusterset.local.", "0 0 5432 db-0.west.db.demo.svc.clusterset.local."}},
 		{"wrong zone", "web.demo.svc.cluster.local.", dns.TypeA, dns.RcodeRefused, nil},
 	}
 	for _, network := range []string{"udp", "tcp"} {

@@ -3,6 +3,8 @@ package clusterset
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,15 @@ type Store struct {
 	perNS    map[string]int
 	serial   uint32
 
+	// addressNames holds, for every clusterset IP and ready headless endpoint address, the
+	// names its PTR record could point to (records.AddressName), kept with services.
+	addressNames map[netip.Addr][]string
+	// sortedAddrs are addressNames' keys in order, for finding an address in a prefix with a
+	// binary search; rebuilt on the first such query after a change (sortedStale), as changes
+	// come far more often than queries for prefixes.
+	sortedAddrs []netip.Addr
+	sortedStale bool
+
 	synced atomic.Bool
 }
 
@@ -46,6 +57,8 @@ func NewStore() *Store {
 		services: map[types.NamespacedName]*records.Service{},
 		perNS:    map[string]int{},
 		serial:   uint32(time.Now().Unix()),
+
+		addressNames: map[netip.Addr][]string{},
 	}
 }
 
@@ -62,6 +75,42 @@ func (s *Store) Namespace(namespace string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.perNS[namespace] > 0
+}
+
+// AddressNames implements records.Lookup.
+func (s *Store) AddressNames(addr netip.Addr) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.addressNames[addr])
+}
+
+// HasAddressIn implements records.Lookup.
+func (s *Store) HasAddressIn(prefix netip.Prefix) bool {
+	s.mu.RLock()
+	if !s.sortedStale {
+		defer s.mu.RUnlock()
+		return containsAddrIn(s.sortedAddrs, prefix)
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sortedStale {
+		s.sortedAddrs = s.sortedAddrs[:0]
+		for addr := range s.addressNames {
+			s.sortedAddrs = append(s.sortedAddrs, addr)
+		}
+		slices.SortFunc(s.sortedAddrs, netip.Addr.Compare)
+		s.sortedStale = false
+	}
+	return containsAddrIn(s.sortedAddrs, prefix)
+}
+
+// containsAddrIn reports whether sorted holds an address of prefix: the addresses of a prefix
+// sort together, from its first address on.
+func containsAddrIn(sorted []netip.Addr, prefix netip.Prefix) bool {
+	first := prefix.Masked().Addr()
+	i, _ := slices.BinarySearchFunc(sorted, first, netip.Addr.Compare)
+	return i < len(sorted) && prefix.Contains(sorted[i])
 }
 
 // Serial is the SOA serial: the second of the last change.
@@ -212,7 +261,10 @@ func (s *Store) removeSlice(id types.NamespacedName) {
 func (s *Store) rebuild(key types.NamespacedName) {
 	s.serial = nextSerial(s.serial)
 	imp, ok := s.imports[key]
-	_, had := s.services[key]
+	old, had := s.services[key]
+	if had {
+		s.indexAddresses(key, old, false)
+	}
 	if !ok {
 		if had {
 			delete(s.services, key)
@@ -228,8 +280,28 @@ func (s *Store) rebuild(key types.NamespacedName) {
 	}
 	svc := records.Build(imp, list)
 	s.services[key] = &svc
+	s.indexAddresses(key, &svc, true)
 	if !had {
 		s.perNS[key.Namespace]++
+	}
+}
+
+// indexAddresses adds the PTR names of the Service key to addressNames, or removes them; s.mu
+// is held.
+func (s *Store) indexAddresses(key types.NamespacedName, svc *records.Service, add bool) {
+	for _, a := range svc.AddressNames(key.Namespace, key.Name) {
+		names := s.addressNames[a.Addr]
+		if add {
+			names = append(names, a.Name)
+		} else if i := slices.Index(names, a.Name); i >= 0 {
+			names = slices.Delete(names, i, i+1)
+		}
+		if len(names) == 0 {
+			delete(s.addressNames, a.Addr)
+		} else {
+			s.addressNames[a.Addr] = names
+		}
+		s.sortedStale = true
 	}
 }
 

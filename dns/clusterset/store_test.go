@@ -104,3 +104,46 @@ func fillStore(n int) *Store {
 	s.synced.Store(true)
 	return s
 }
+
+// TestStoreIndexesAddresses: the reverse index follows the Services it comes from, through
+// changes, relabels and deletes, and finds addresses by prefix after each change.
+func TestStoreIndexesAddresses(t *testing.T) {
+	s := NewStore()
+	a := netip.MustParseAddr
+	p := netip.MustParsePrefix
+	check := func(step string, addr netip.Addr, want ...string) {
+		t.Helper()
+		got := s.AddressNames(addr)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: %v has names %q, want %q", step, addr, got, want)
+		}
+	}
+	s.setImport(serviceImport("demo", "web", mcsv1beta1.ClusterSetIP, "10.0.0.10", "fd00:10::10"))
+	s.setImport(serviceImport("demo", "db", mcsv1beta1.Headless))
+	s.setSlice(slice("demo", "db-east", "db", "east", "10.1.0.5", "10.1.0.6"))
+	s.setImport(serviceImport("shop", "cache", mcsv1beta1.Headless))
+	s.setSlice(slice("shop", "cache-east", "cache", "east", "10.1.0.5"))
+	check("start", a("10.0.0.10"), "web.demo.svc")
+	check("start", a("fd00:10::10"), "web.demo.svc")
+	check("start", a("10.1.0.5"), "10-1-0-5.east.cache.shop.svc", "10-1-0-5.east.db.demo.svc")
+	if !s.HasAddressIn(p("10.1.0.0/24")) || !s.HasAddressIn(p("fd00::/8")) || s.HasAddressIn(p("10.2.0.0/16")) || s.HasAddressIn(p("fe80::/10")) {
+		t.Fatal("prefix search wrong at start")
+	}
+
+	s.setSlice(slice("demo", "db-east", "db", "east", "10.1.0.6"))
+	check("endpoint gone", a("10.1.0.5"), "10-1-0-5.east.cache.shop.svc")
+	s.setImport(serviceImport("demo", "web", mcsv1beta1.ClusterSetIP, "10.0.0.20"))
+	check("ip changed", a("10.0.0.10"))
+	check("ip changed", a("10.0.0.20"), "web.demo.svc")
+	if !s.HasAddressIn(p("10.0.0.20/32")) || s.HasAddressIn(p("fd00::/8")) {
+		t.Fatal("prefix search not rebuilt after a change")
+	}
+	s.deleteImport(serviceImport("shop", "cache", mcsv1beta1.Headless))
+	s.deleteSlice(slice("demo", "db-east", "db", "east"))
+	check("deleted", a("10.1.0.5"))
+	check("deleted", a("10.1.0.6"))
+	if s.HasAddressIn(p("10.1.0.0/16")) || len(s.addressNames) != 1 {
+		t.Fatalf("index after deletes: %v", s.addressNames)
+	}
+}

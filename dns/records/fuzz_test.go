@@ -1,6 +1,8 @@
 package records
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,16 +45,92 @@ func checkReply(t *testing.T, req, m *dns.Msg) {
 	}
 }
 
-// FuzzRespondWire feeds raw packets: whatever unpacks gets a reply that satisfies checkReply.
+// addressesOf asks name for A and AAAA in its zone and returns the addresses answered.
+func addressesOf(lookup Lookup, name string) (got []netip.Addr, exists bool) {
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+		m := Respond(zoneFor(name), lookup, new(dns.Msg).SetQuestion(name, qtype))
+		exists = m.Rcode == dns.RcodeSuccess
+		got = append(got, recordAddrs(m.Answer)...)
+	}
+	slices.SortFunc(got, netip.Addr.Compare)
+	return got, exists
+}
+
+func recordAddrs(rrs []dns.RR) []netip.Addr {
+	var out []netip.Addr
+	for _, rr := range rrs {
+		switch r := rr.(type) {
+		case *dns.A:
+			a, _ := netip.AddrFromSlice(r.A.To4())
+			out = append(out, a)
+		case *dns.AAAA:
+			a, _ := netip.AddrFromSlice(r.AAAA)
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// checkConsistent holds what a reply must agree with in the rest of the zone:
+//   - RFC 8020: a name denied with NXDOMAIN has no name with records at or below it;
+//   - an SRV target exists, and the additional section gives exactly its addresses;
+//   - a PTR target, asked for its addresses, answers the address of the reverse name
+//     (forward-confirmed reverse DNS).
+func checkConsistent(t *testing.T, lookup mapLookup, req, m *dns.Msg) {
+	t.Helper()
+	if len(req.Question) != 1 {
+		return
+	}
+	qname := strings.ToLower(dns.Fqdn(req.Question[0].Name))
+	if m.Rcode == dns.RcodeNameError {
+		if _, ok := dns.IsDomainName(qname); !ok {
+			return
+		}
+		for _, known := range knownNames(lookup) {
+			if dns.IsSubDomain(qname, known) {
+				t.Fatalf("%s is NXDOMAIN, but %s exists below it", qname, known)
+			}
+		}
+	}
+	extra := map[string][]netip.Addr{}
+	for _, rr := range m.Extra {
+		extra[rr.Header().Name] = append(extra[rr.Header().Name], recordAddrs([]dns.RR{rr})...)
+	}
+	for _, rr := range m.Answer {
+		switch r := rr.(type) {
+		case *dns.SRV:
+			got, exists := addressesOf(lookup, r.Target)
+			want := extra[r.Target]
+			slices.SortFunc(want, netip.Addr.Compare)
+			if !exists || !slices.Equal(got, want) {
+				t.Fatalf("SRV target %s answers %v (exists %v), additional section says %v", r.Target, got, exists, want)
+			}
+		case *dns.PTR:
+			prefix, ok := ParseReverse(qname)
+			got, _ := addressesOf(lookup, r.Ptr)
+			if !ok || !slices.Contains(got, prefix.Addr()) {
+				t.Fatalf("PTR %s -> %s, which answers %v", qname, r.Ptr, got)
+			}
+		}
+	}
+}
+
+// FuzzRespondWire feeds raw packets: whatever unpacks gets a reply that satisfies checkReply
+// and checkConsistent, in the zone of its name.
 func FuzzRespondWire(f *testing.F) {
 	for _, q := range []struct {
 		name  string
 		qtype uint16
 	}{
 		{"web.demo.svc.clusterset.local.", dns.TypeA},
+		{"web.demo.svc.clusterset.local.", dns.TypeSRV},
 		{"_pg._tcp.db.demo.svc.clusterset.local.", dns.TypeSRV},
 		{"db-0.west.db.demo.svc.clusterset.local.", dns.TypeAAAA},
+		{"east.db.demo.svc.clusterset.local.", dns.TypeA},
+		{"dns-version.clusterset.local.", dns.TypeTXT},
 		{"clusterset.local.", dns.TypeSOA},
+		{"5.0.1.10.in-addr.arpa.", dns.TypePTR},
+		{"5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.2.0.0.0.0.0.d.f.ip6.arpa.", dns.TypePTR},
 		{strings.Repeat("a.", 120) + "clusterset.local.", dns.TypeA},
 	} {
 		wire, err := new(dns.Msg).SetQuestion(q.name, q.qtype).Pack()
@@ -68,7 +146,13 @@ func FuzzRespondWire(f *testing.F) {
 		if err := req.Unpack(wire); err != nil {
 			return
 		}
-		checkReply(t, req, Respond(testZone, lookup, req))
+		z := testZone
+		if len(req.Question) == 1 {
+			z = zoneFor(req.Question[0].Name)
+		}
+		m := Respond(z, lookup, req)
+		checkReply(t, req, m)
+		checkConsistent(t, lookup, req, m)
 	})
 }
 
@@ -79,10 +163,15 @@ func FuzzRespondQuestion(f *testing.F) {
 	f.Add("..clusterset.local.", dns.TypeA, uint16(dns.ClassINET))
 	f.Add("._._.web.demo.svc.clusterset.local", dns.TypeSRV, uint16(dns.ClassANY))
 	f.Add("x.y.z.db.demo.svc.clusterset.local.", dns.TypeANY, uint16(dns.ClassINET))
+	f.Add("zone.b.db.demo.svc.clusterset.local.", dns.TypeSRV, uint16(dns.ClassINET))
+	f.Add("..10.in-addr.arpa.", dns.TypePTR, uint16(dns.ClassINET))
+	f.Add("d.f.ip6.arpa", dns.TypeANY, uint16(dns.ClassINET))
 	lookup := testLookup()
 	f.Fuzz(func(t *testing.T, name string, qtype, qclass uint16) {
 		req := &dns.Msg{Question: []dns.Question{{Name: name, Qtype: qtype, Qclass: qclass}}}
 		req.Id = 7
-		checkReply(t, req, Respond(testZone, lookup, req))
+		m := Respond(zoneFor(name), lookup, req)
+		checkReply(t, req, m)
+		checkConsistent(t, lookup, req, m)
 	})
 }

@@ -3,7 +3,6 @@ package records
 import (
 	"net"
 	"net/netip"
-	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -17,17 +16,39 @@ type Lookup interface {
 	// Namespace reports whether any Service of namespace is imported, which makes
 	// <ns>.svc.<zone> a name that exists without records of its own.
 	Namespace(namespace string) bool
+	// AddressNames returns the names (relative to the clusterset zone, see AddressName) of every
+	// imported Service and headless endpoint that has addr, in any order.
+	AddressNames(addr netip.Addr) []string
+	// HasAddressIn reports whether any imported address lies in prefix, which makes the reverse
+	// name of the prefix exist without records of its own.
+	HasAddressIn(prefix netip.Prefix) bool
 }
+
+// SchemaVersion is the version of the multi-cluster DNS specification the zone answers to,
+// published at dns-version.<zone> (specification 2.2).
+const SchemaVersion = "1.0.0"
+
+// schemaVersionTTL is the TTL of the dns-version record: CoreDNS's kubernetes plugin's and the
+// specification's example, as the version does not change while a server runs.
+const schemaVersionTTL = 28800
+
+// DefaultClustersetZone is the zone the specification fixes (2.1): reverse answers point into it
+// when a Zone does not say otherwise.
+const DefaultClustersetZone = "clusterset.local."
 
 // Zone is one zone the plugin is authoritative for.
 type Zone struct {
-	// Name is the zone, fully qualified and lower-case, e.g. "clusterset.local.".
+	// Name is the zone, fully qualified and lower-case, e.g. "clusterset.local." or, for PTR
+	// records, "in-addr.arpa." or "ip6.arpa.".
 	Name string
 	// TTL is given to every record, and is the SOA minimum, so negative answers are cached no
 	// longer than positive ones.
 	TTL uint32
 	// Serial is the SOA serial: it changes when the imports change.
 	Serial uint32
+	// Clusterset is the clusterset zone PTR records point into; DefaultClustersetZone when
+	// empty. Only reverse zones use it.
+	Clusterset string
 }
 
 // SOA returns the zone's start of authority.
@@ -42,6 +63,13 @@ func (z Zone) SOA() *dns.SOA {
 		Expire:  86400,
 		Minttl:  z.TTL,
 	}
+}
+
+// IsReverse reports whether zone (fully qualified, any case) holds reverse names, where the
+// zone answers PTR records for imported addresses instead of Service names.
+func IsReverse(zone string) bool {
+	zone = strings.ToLower(dns.Fqdn(zone))
+	return dns.IsSubDomain("in-addr.arpa.", zone) || dns.IsSubDomain("ip6.arpa.", zone)
 }
 
 // Respond returns the reply to req for the zone z. It never fails: a query it cannot answer gets
@@ -69,7 +97,12 @@ func Respond(z Zone, lookup Lookup, req *dns.Msg) *dns.Msg {
 		m.Authoritative = false
 		return setRcode(m, dns.RcodeRefused)
 	}
-	ans := answer(z, lookup, q.Name, name, q.Qtype)
+	var ans reply
+	if IsReverse(z.Name) {
+		ans = reverseAnswer(z, lookup, q.Name, name, q.Qtype)
+	} else {
+		ans = forwardAnswer(z, lookup, q.Name, name, q.Qtype)
+	}
 	m.Answer, m.Extra = ans.answer, ans.extra
 	if !ans.exists {
 		m.Rcode = dns.RcodeNameError
@@ -92,121 +125,16 @@ type reply struct {
 	answer, extra []dns.RR
 }
 
-// answer resolves name (lower-case, inside z) for qtype; owner is the name as asked, so the
-// answer keeps the client's spelling.
-func answer(z Zone, lookup Lookup, owner, name string, qtype uint16) reply {
-	rel := strings.TrimSuffix(strings.TrimSuffix(name, z.Name), ".")
-	if rel == "" {
-		if qtype == dns.TypeSOA || qtype == dns.TypeANY {
-			return reply{exists: true, answer: []dns.RR{z.SOA()}}
-		}
-		return reply{exists: true}
-	}
-	labels := dns.SplitDomainName(rel)
-	// Every name is under svc.<zone>: ..., <svc>, <ns>, "svc".
-	n := len(labels)
-	if n == 0 || labels[n-1] != "svc" {
-		return reply{}
-	}
-	if n == 1 {
-		return reply{exists: true}
-	}
-	namespace := labels[n-2]
-	if n == 2 {
-		return reply{exists: lookup.Namespace(namespace)}
-	}
-	svc, ok := lookup.Service(namespace, labels[n-3])
-	if !ok {
-		return reply{}
-	}
-	base := labels[n-3] + "." + namespace + ".svc." + z.Name
-	prefix := labels[:n-3]
-	switch {
-	case len(prefix) == 0:
-		return serviceReply(z, svc, owner, qtype)
-	case len(prefix) == 2 && strings.HasPrefix(prefix[0], "_") && strings.HasPrefix(prefix[1], "_"):
-		return srvReply(z, svc, owner, base, prefix[0][1:], prefix[1][1:], qtype)
-	default:
-		// <hostname>.<clusterid>: a cluster id may itself hold dots.
-		return endpointReply(z, svc, owner, prefix[0], strings.Join(prefix[1:], "."), qtype)
-	}
-}
+// nodata is the reply for a name that exists without records of the type asked, among them
+// the empty non-terminals RFC 8020 forbids to deny: names with nothing but names below them.
+var nodata = reply{exists: true}
 
-func serviceReply(z Zone, svc *Service, owner string, qtype uint16) reply {
-	if !svc.Headless {
-		return reply{exists: true, answer: addressRecords(z, owner, svc.IPs, qtype)}
+// apexReply answers the zone's own name: its SOA, nothing else.
+func apexReply(z Zone, qtype uint16) reply {
+	if qtype == dns.TypeSOA || qtype == dns.TypeANY {
+		return reply{exists: true, answer: []dns.RR{z.SOA()}}
 	}
-	var addrs []netip.Addr
-	for _, e := range svc.Endpoints {
-		addrs = append(addrs, e.Addrs...)
-	}
-	return reply{exists: true, answer: addressRecords(z, owner, addrs, qtype)}
-}
-
-// srvReply answers _<port>._<proto>.<svc>: the name exists while the import has such a named
-// port; a ClusterSetIP SRV targets the Service name, a headless one every endpoint with a
-// hostname. The additional section carries the targets' addresses.
-func srvReply(z Zone, svc *Service, owner, base, portName, proto string, qtype uint16) reply {
-	if portName == "" || proto == "" || !hasNamedPort(svc.Ports, portName, proto) && !endpointsHaveNamedPort(svc, portName, proto) {
-		return reply{}
-	}
-	r := reply{exists: true}
-	if qtype != dns.TypeSRV && qtype != dns.TypeANY {
-		return r
-	}
-	if !svc.Headless {
-		for _, p := range svc.Ports {
-			if p.Name == portName && p.Protocol == proto {
-				r.answer = append(r.answer, srv(z, owner, base, p.Port))
-			}
-		}
-		if len(r.answer) > 0 {
-			r.extra = addressRecords(z, base, svc.IPs, dns.TypeANY)
-		}
-		return r
-	}
-	for _, e := range svc.Endpoints {
-		if e.Hostname == "" {
-			continue
-		}
-		target := e.Hostname + "." + e.Cluster + "." + base
-		for _, p := range e.Ports {
-			if p.Name == portName && p.Protocol == proto {
-				r.answer = appendUnique(r.answer, srv(z, owner, target, p.Port))
-				r.extra = appendUniqueAll(r.extra, addressRecords(z, target, e.Addrs, dns.TypeANY))
-			}
-		}
-	}
-	return r
-}
-
-func endpointReply(z Zone, svc *Service, owner, hostname, cluster string, qtype uint16) reply {
-	if !svc.Headless {
-		return reply{}
-	}
-	var addrs []netip.Addr
-	found := false
-	for _, e := range svc.Endpoints {
-		if e.Hostname == hostname && e.Cluster == cluster {
-			found = true
-			addrs = append(addrs, e.Addrs...)
-		}
-	}
-	if !found {
-		return reply{}
-	}
-	return reply{exists: true, answer: addressRecords(z, owner, addrs, qtype)}
-}
-
-func hasNamedPort(ports []Port, name, proto string) bool {
-	return slices.ContainsFunc(ports, func(p Port) bool { return p.Name == name && p.Protocol == proto })
-}
-
-func endpointsHaveNamedPort(svc *Service, name, proto string) bool {
-	if !svc.Headless {
-		return false
-	}
-	return slices.ContainsFunc(svc.Endpoints, func(e Endpoint) bool { return e.Hostname != "" && hasNamedPort(e.Ports, name, proto) })
+	return nodata
 }
 
 // addressRecords returns A records for qtype A, AAAA for AAAA and both for ANY, one per distinct
@@ -234,26 +162,12 @@ func addressRecords(z Zone, owner string, addrs []netip.Addr, qtype uint16) []dn
 	return out
 }
 
+// srv returns an SRV record with priority and weight 0: the specification leaves them to the
+// implementation, and equal values let clients spread load evenly (RFC 2782).
 func srv(z Zone, owner, target string, port uint16) *dns.SRV {
 	return &dns.SRV{
 		Hdr:    dns.RR_Header{Name: owner, Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: z.TTL},
 		Port:   port,
 		Target: target,
 	}
-}
-
-func appendUnique(rrs []dns.RR, rr dns.RR) []dns.RR {
-	for _, have := range rrs {
-		if dns.IsDuplicate(have, rr) {
-			return rrs
-		}
-	}
-	return append(rrs, rr)
-}
-
-func appendUniqueAll(rrs []dns.RR, add []dns.RR) []dns.RR {
-	for _, rr := range add {
-		rrs = appendUnique(rrs, rr)
-	}
-	return rrs
 }
