@@ -85,15 +85,41 @@ func (c *Clusterset) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.
 // plugin gives a local Service's ClusterIP or a local Pod behind a headless Service, win over
 // the clusterset name. The plugins after this one are where those records are, so they are
 // asked first; the reply is captured, not written.
+//
+// Records that cannot be sent are dropped first: the kubernetes plugin indexes every
+// EndpointSlice, and for an address in an imported headless slice (which names no Service in
+// kubernetes.io/service-name) it adds a PTR record whose target has an empty label. The
+// address's other records, such as the member's own Pod's, still win; with none left the
+// clusterset record answers.
 func (c *Clusterset) askNext(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) *dns.Msg {
 	capture := nonwriter.New(w)
 	if _, err := c.Next.ServeDNS(ctx, capture, r); err != nil || capture.Msg == nil {
 		return nil
 	}
-	if capture.Msg.Rcode != dns.RcodeSuccess || len(capture.Msg.Answer) == 0 {
+	m := capture.Msg
+	if m.Rcode != dns.RcodeSuccess {
 		return nil
 	}
-	return capture.Msg
+	m.Answer, m.Ns, m.Extra = sendable(m.Answer), sendable(m.Ns), sendable(m.Extra)
+	if len(m.Answer) == 0 {
+		return nil
+	}
+	if _, err := m.Pack(); err != nil {
+		return nil
+	}
+	return m
+}
+
+// sendable returns the records of rrs that pack.
+func sendable(rrs []dns.RR) []dns.RR {
+	out := rrs[:0]
+	buf := make([]byte, dns.MaxMsgSize)
+	for _, rr := range rrs {
+		if _, err := dns.PackRR(rr, buf, 0, nil, false); err == nil {
+			out = append(out, rr)
+		}
+	}
+	return out
 }
 
 // clustersetZone is the zone PTR records point into: the first zone the plugin serves that is

@@ -109,15 +109,24 @@ func TestServeDNSBeforeSyncIsServfail(t *testing.T) {
 }
 
 // localPTR stands for CoreDNS's kubernetes plugin after clusterset: it has a PTR record for
-// 10.0.0.10 (a local Service's ClusterIP) and nothing else, and counts the queries it gets.
+// 10.0.0.10 (a local Service's ClusterIP), a broken one for 10.0.0.13, a broken and a good one
+// for 10.0.0.14 and nothing else, and counts the queries it gets.
 type localPTR struct{ asked int }
 
 func (l *localPTR) ServeDNS(_ context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	l.asked++
 	m := new(dns.Msg).SetReply(r)
-	if r.Question[0].Name == "10.0.0.10.in-addr.arpa." {
+	switch r.Question[0].Name {
+	case "10.0.0.10.in-addr.arpa.":
 		m.Answer = []dns.RR{test.PTR("10.0.0.10.in-addr.arpa. 5 IN PTR web-derived.demo.svc.cluster.local.")}
-	} else {
+	case "13.0.0.10.in-addr.arpa.", "14.0.0.10.in-addr.arpa.":
+		// What the kubernetes plugin builds for an imported headless slice's address.
+		m.Answer = []dns.RR{&dns.PTR{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: 5}, Ptr: "db-0..demo.svc.cluster.local."}}
+		if r.Question[0].Name == "14.0.0.10.in-addr.arpa." {
+			// ... beside the record of the member's own slice for the same Pod.
+			m.Answer = append(m.Answer, test.PTR("14.0.0.10.in-addr.arpa. 5 IN PTR db-0.db.demo.svc.cluster.local."))
+		}
+	default:
 		m.Rcode = dns.RcodeNameError
 	}
 	return m.Rcode, w.WriteMsg(m)
@@ -129,7 +138,7 @@ func (l *localPTR) Name() string { return "kubernetes" }
 // the next plugins have none, and reverse names it does not know go on.
 func TestServeDNSReverseZones(t *testing.T) {
 	store := &fakeStore{synced: true, services: map[string]*records.Service{
-		"demo/web": {IPs: []netip.Addr{netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11")}},
+		"demo/web": {IPs: []netip.Addr{netip.MustParseAddr("10.0.0.10"), netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.13"), netip.MustParseAddr("10.0.0.14")}},
 	}}
 	zones := []string{"in-addr.arpa.", "clusterset.local.", "ip6.arpa."}
 	for _, tc := range []struct {
@@ -142,6 +151,8 @@ func TestServeDNSReverseZones(t *testing.T) {
 	}{
 		{"the local PTR wins", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "10.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web-derived.demo.svc.cluster.local.", true},
 		{"without a local PTR, the clusterset one", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "11.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", true},
+		{"a local PTR that cannot be sent does not win", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "13.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", true},
+		{"the local PTR that can be sent wins", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "14.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "db-0.db.demo.svc.cluster.local.", true},
 		{"unknown address goes on", fall.F{Zones: []string{"in-addr.arpa.", "ip6.arpa."}}, "12.0.0.10.in-addr.arpa.", dns.RcodeNameError, "", true},
 		{"without fallthrough the zone is this plugin's alone", fall.F{}, "10.0.0.10.in-addr.arpa.", dns.RcodeSuccess, "web.demo.svc.clusterset.local.", false},
 		{"without fallthrough unknown is NXDOMAIN", fall.F{}, "12.0.0.10.in-addr.arpa.", dns.RcodeNameError, "", false},
