@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ func newRunCommand() *cobra.Command {
 	flags := &upFlags{}
 	var samples, binDir string
 	var refresh time.Duration
+	var dryRunAgents bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Bring up a local ClusterSet, apply the samples, run fleetslice on it and show what it decides until interrupted",
@@ -31,6 +33,12 @@ func newRunCommand() *cobra.Command {
 			}
 			opts := flags.options(cmd)
 			opts.DNS = true
+			opts.PodNetwork = !dryRunAgents
+			if missing := localset.PodNetworkMissing(); opts.PodNetwork && len(missing) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no pod network (it needs %s): Pods get IPs but run nothing, and one dry-run agent per zone shows the rules it would program\n",
+					strings.Join(missing, " and "))
+				opts.PodNetwork = false
+			}
 			cs, err := localset.Up(ctx, opts)
 			if err != nil {
 				return err
@@ -43,7 +51,7 @@ func newRunCommand() *cobra.Command {
 				}
 			}()
 			printClusterSet(cmd, cs, time.Since(start))
-			procs, err := startComponents(ctx, cs, binDir)
+			procs, err := startComponents(ctx, cs, binDir, !opts.PodNetwork)
 			defer func() {
 				for _, p := range procs {
 					if stopErr := p.Stop(10 * time.Second); stopErr != nil && err == nil {
@@ -53,6 +61,19 @@ func newRunCommand() *cobra.Command {
 			}()
 			if err != nil {
 				return err
+			}
+			if opts.PodNetwork {
+				pn, err := cs.StartPodNetwork(ctx, binDir, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				// Stopped before the components above (deferred later, run earlier): the Pods'
+				// processes and the agents go before the API servers they talk to.
+				defer func() {
+					if stopErr := pn.Stop(); stopErr != nil && err == nil {
+						err = stopErr
+					}
+				}()
 			}
 			for _, p := range procs {
 				fmt.Fprintf(cmd.ErrOrStderr(), "started %s (logs: %s)\n", p.Name, p.Log)
@@ -75,29 +96,30 @@ func newRunCommand() *cobra.Command {
 	cmd.Flags().StringVar(&samples, "samples", "config/samples", "directory of manifests applied to every member")
 	cmd.Flags().StringVar(&binDir, "bin-dir", defaultBinDir(), "directory holding the manager and agent binaries")
 	cmd.Flags().DurationVar(&refresh, "refresh", 2*time.Second, "how often the status view refreshes")
+	cmd.Flags().BoolVar(&dryRunAgents, "dry-run-agents", false, "no pod network: one dry-run agent per zone instead of a real agent per Node (the default without root)")
 	return cmd
 }
 
 // startComponents runs one fleetslice manager per member cluster, each against its own context,
-// one node agent per zone of each member in dry-run mode (the simulated Nodes have no kernel
-// of their own; each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft,
-// and learns its cluster id from the ClusterProperty localset writes, as an installed agent does),
-// and each member's DNS when Up planned one.
-func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string) ([]*localset.Process, error) {
+// each member's DNS when Up planned one, and with dryRunAgents one node agent per zone of each
+// member in dry-run mode (without a pod network the simulated Nodes have no kernel of their own;
+// each agent writes the ruleset it would program to <workdir>/rulesets/<node>.nft, and learns its
+// cluster id from the ClusterProperty localset writes, as an installed agent does).
+func startComponents(ctx context.Context, cs *localset.ClusterSet, binDir string, dryRunAgents bool) ([]*localset.Process, error) {
 	var procs []*localset.Process
 	if err := os.MkdirAll(filepath.Join(cs.Workdir, "rulesets"), 0o755); err != nil {
 		return nil, err
 	}
 	for _, m := range cs.Members {
-		p, err := cs.StartProcess("manager-"+m, filepath.Join(binDir, "manager"),
-			"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m),
-			"--broker-kubeconfig", cs.BrokerKubeconfig(m), "--cluster-lease-duration", "10s",
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		p, err := cs.StartManager(m, binDir)
 		if err != nil {
 			return procs, err
 		}
 		procs = append(procs, p)
 		for _, node := range cs.AgentNodes(m) {
+			if !dryRunAgents {
+				break
+			}
 			p, err := cs.StartProcess("agent-"+node, filepath.Join(binDir, "agent"),
 				"--kubeconfig", cs.Kubeconfig, "--context", localset.Context(m), "--node-name", node,
 				"--dataplane=dry-run", "--dry-run-output", cs.RulesetPath(node),

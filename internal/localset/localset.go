@@ -12,15 +12,18 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/podnet"
 )
 
 // BrokerName is the kwok cluster name of the broker control plane.
@@ -61,6 +64,10 @@ type Options struct {
 	AuditEndpointSliceWrites bool
 	// NoBroker skips preparing the broker for multi-cluster services (it still runs).
 	NoBroker bool
+	// PodNetwork prepares every member for StartPodNetwork: kwok tells the API server that each
+	// Node's kubelet endpoint is the pod runtime's server (KubeletAddress), which runs
+	// `kubectl exec` and `kubectl logs` inside the Pods' network namespaces. Needs root.
+	PodNetwork bool
 	// DNS plans a fleetslice-dns per member (StartDNS runs it) and has each member's kwok run
 	// `kubectl exec` commands on the host with that DNS as their resolver where it can (dns.go).
 	DNS bool
@@ -77,6 +84,20 @@ type ClusterSet struct {
 	Zones      []Zone   `json:"zones"`
 	// DNS is each member's DNS when Up planned them (Options.DNS).
 	DNS map[string]MemberDNS `json:"dns,omitempty"`
+	// PodNetwork is the prefix of the network namespaces StartPodNetwork created, while they
+	// exist: Down removes them, and the processes inside, after a crash too.
+	PodNetwork string `json:"podNetwork,omitempty"`
+	// Kubelets is, per member prepared for a pod network, where the runtime's kubelet server
+	// listens and where kwok's own server answers what it does not serve.
+	Kubelets map[string]Kubelet `json:"kubelets,omitempty"`
+}
+
+// Kubelet is a member's kubelet endpoint when it runs a pod network.
+type Kubelet struct {
+	// Address is the pod runtime's server, host:port on the host's loopback.
+	Address string `json:"address"`
+	// Kwok is kwok's own server.
+	Kwok string `json:"kwok"`
 }
 
 // Context returns the kubeconfig context name of a cluster.
@@ -127,7 +148,7 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 	}()
 
 	k := kwokctl{bin: bin, workdir: workdir, kubeconfig: cs.Kubeconfig, log: opts.Log}
-	if err := k.create(ctx, BrokerName, member{kwok: filepath.Join(bin, k8sbin.Kwok)}, "--disable", "kube-controller-manager,kube-scheduler,kwok-controller"); err != nil {
+	if _, err := k.create(ctx, BrokerName, member{kwok: filepath.Join(bin, k8sbin.Kwok)}, "--disable", "kube-controller-manager,kube-scheduler,kwok-controller"); err != nil {
 		return cs, err
 	}
 	for _, name := range cs.Members {
@@ -167,12 +188,35 @@ func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 			args = append(args, "--extra-args", "kube-apiserver=audit-policy-file="+policy,
 				"--extra-args", "kube-apiserver=audit-log-path="+cs.AuditLog(name))
 		}
+		if opts.PodNetwork {
+			ports, err := defaultPortRegistry().reserve(1)
+			if err != nil {
+				return cs, err
+			}
+			if cs.Kubelets == nil {
+				cs.Kubelets = map[string]Kubelet{}
+			}
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0])))
+			cs.Kubelets[name] = Kubelet{Address: addr}
+			// Appended after kwokctl's own flags, so these win: every Node names the runtime's
+			// server as its kubelet.
+			args = append(args, "--extra-args", "kwok-controller=node-ip=127.0.0.1",
+				"--extra-args", "kwok-controller=node-port="+strconv.Itoa(int(ports[0])))
+		}
 		if !slices.Contains(opts.UpstreamEndpointSlices, name) {
 			// fleetslice's controller replaces kube-controller-manager's in these clusters.
 			args = append(args, "--extra-args", "kube-controller-manager=controllers=*,-endpointslice-controller")
 		}
-		if err := k.create(ctx, name, m, args...); err != nil {
+		kwokPort, err := k.create(ctx, name, m, args...)
+		if err != nil {
 			return cs, err
+		}
+		if kl, ok := cs.Kubelets[name]; ok {
+			kl.Kwok = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(int(kwokPort)))
+			cs.Kubelets[name] = kl
+			if err := cs.save(); err != nil {
+				return cs, err
+			}
 		}
 	}
 	for _, name := range cs.Members {
@@ -203,6 +247,11 @@ func Down(ctx context.Context, workdir string, log io.Writer) error {
 	}
 	k := kwokctl{bin: bin, workdir: cs.Workdir, kubeconfig: cs.Kubeconfig, log: log}
 	var errs []error
+	if cs.PodNetwork != "" {
+		if err := podnet.Cleanup(cs.PodNetwork); err != nil {
+			errs = append(errs, fmt.Errorf("removing pod network %s: %w", cs.PodNetwork, err))
+		}
+	}
 	for _, name := range append(append([]string{}, cs.Members...), cs.Broker) {
 		if err := k.delete(ctx, name); err != nil {
 			errs = append(errs, err)
@@ -297,11 +346,12 @@ type member struct {
 	kwok, config string
 }
 
-func (k kwokctl) create(ctx context.Context, name string, m member, extra ...string) error {
+// create runs `kwokctl create cluster` and returns the port of the cluster's kwok server.
+func (k kwokctl) create(ctx context.Context, name string, m member, extra ...string) (uint32, error) {
 	start := time.Now()
-	config, err := k.writePorts(name, m.config)
+	config, kwokPort, err := k.writePorts(name, m.config)
 	if err != nil {
-		return fmt.Errorf("creating cluster %s: %w", name, err)
+		return 0, fmt.Errorf("creating cluster %s: %w", name, err)
 	}
 	args := []string{"create", "cluster", "--name", name, "--runtime", "binary", "--config", config,
 		"--kubeconfig", k.kubeconfig, "--wait", "2m", "--quiet-pull",
@@ -314,20 +364,21 @@ func (k kwokctl) create(ctx context.Context, name string, m member, extra ...str
 		args = append(args, "--kwok-controller-binary", m.kwok)
 	}
 	if err := k.run(ctx, append(args, extra...)...); err != nil {
-		return fmt.Errorf("creating cluster %s: %w", name, err)
+		return 0, fmt.Errorf("creating cluster %s: %w", name, err)
 	}
 	k.logf("cluster %s up in %s", name, time.Since(start).Round(100*time.Millisecond))
-	return nil
+	return kwokPort, nil
 }
 
 // writePorts reserves a port for each component kwokctl would otherwise choose one for (see
-// portRegistry) and writes them as a kwokctl configuration for the cluster.
-func (k kwokctl) writePorts(name, more string) (string, error) {
+// portRegistry) and writes them as a kwokctl configuration for the cluster. It returns the
+// configuration's path and kwok's port.
+func (k kwokctl) writePorts(name, more string) (string, uint32, error) {
 	fields := []string{"etcdPeerPort", "etcdPort", "kubeApiserverPort", "kwokControllerPort",
 		"kubeControllerManagerPort", "kubeSchedulerPort"}
 	ports, err := defaultPortRegistry().reserve(len(fields))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var config strings.Builder
 	config.WriteString("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n")
@@ -336,7 +387,7 @@ func (k kwokctl) writePorts(name, more string) (string, error) {
 	}
 	config.WriteString(more)
 	path := filepath.Join(k.workdir, "ports-"+name+".yaml")
-	return path, os.WriteFile(path, []byte(config.String()), 0o644)
+	return path, ports[slices.Index(fields, "kwokControllerPort")], os.WriteFile(path, []byte(config.String()), 0o644)
 }
 
 func (k kwokctl) delete(ctx context.Context, name string) error {

@@ -103,6 +103,15 @@ func (p *Process) Stop(grace time.Duration) error {
 // PID is the process id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
+// StartManager runs binDir/manager against a member, with its own broker identity, as
+// `fleetslice run` does: EndpointSlice, topology and multi-cluster controllers.
+func (cs *ClusterSet) StartManager(member, binDir string, extra ...string) (*Process, error) {
+	args := append([]string{"--kubeconfig", cs.Kubeconfig, "--context", Context(member),
+		"--broker-kubeconfig", cs.BrokerKubeconfig(member), "--cluster-lease-duration", "10s",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, extra...)
+	return cs.StartProcess("manager-"+member, filepath.Join(binDir, "manager"), args...)
+}
+
 // AgentNodes names one Node per zone of a member: the Nodes `fleetslice run` runs a dry-run node
 // agent for (one per zone shows every zone's view without an agent per simulated Node).
 func (cs *ClusterSet) AgentNodes(member string) []string {

@@ -45,11 +45,18 @@ type Forwarder struct {
 
 // ForwardIn listens on addr (host:port) for TCP and UDP inside the named namespace and relays
 // both to target on the host. Close stops it.
-func ForwardIn(name, addr, target string) (*Forwarder, error) {
+func ForwardIn(name, addr, target string) (*Forwarder, error) { return forwardIn(name, addr, target, true) }
+
+// ForwardTCPIn is ForwardIn for TCP alone, as an API server needs.
+func ForwardTCPIn(name, addr, target string) (*Forwarder, error) {
+	return forwardIn(name, addr, target, false)
+}
+
+func forwardIn(name, addr, target string, udp bool) (*Forwarder, error) {
 	f := &Forwarder{}
 	err := In(name, func() error {
 		var err error
-		if f.tcp, err = net.Listen("tcp", addr); err != nil {
+		if f.tcp, err = net.Listen("tcp", addr); err != nil || !udp {
 			return err
 		}
 		f.udp, err = net.ListenPacket("udp", addr)
@@ -59,11 +66,13 @@ func ForwardIn(name, addr, target string) (*Forwarder, error) {
 		return nil, errors.Join(fmt.Errorf("listening on %s in namespace %s: %w", addr, name, err), f.Close())
 	}
 	go serveTCP(f.tcp, target)
-	go serveUDP(f.udp, target)
+	if udp {
+		go serveUDP(f.udp, target)
+	}
 	return f, nil
 }
 
-// Close stops both listeners; connections under way end with their peers.
+// Close stops its listeners; connections under way end with their peers.
 func (f *Forwarder) Close() error {
 	var errs []error
 	if f.tcp != nil {

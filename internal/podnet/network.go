@@ -25,8 +25,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 const (
@@ -163,8 +166,9 @@ func (n *Network) Nodes(member string) []*Node {
 // namespace outlives its name while a process is still inside.
 func (n *Network) Close() error { return Cleanup(n.Prefix) }
 
-// Cleanup deletes every namespace whose name starts with prefix and its /etc/netns files: what
-// Close does, also for a network whose process died.
+// Cleanup kills the processes left inside every namespace whose name starts with prefix, by
+// process id, and deletes those namespaces and their /etc/netns files: what Close does, also for
+// a network whose process died.
 func Cleanup(prefix string) error {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -176,9 +180,26 @@ func Cleanup(prefix string) error {
 		if len(fields) == 0 || !strings.HasPrefix(fields[0], prefix+"-") {
 			continue
 		}
+		killInside(fields[0])
 		errs = append(errs, deleteNamespace(fields[0]))
 	}
 	return errors.Join(errs...)
+}
+
+// killInside sends SIGKILL to every process in a namespace and waits a moment for them to go.
+func killInside(netns string) {
+	for range 50 {
+		out, err := exec.Command("ip", "netns", "pids", netns).Output()
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			return
+		}
+		for _, field := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(field); err == nil && pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func addNamespace(name string) error {

@@ -1,0 +1,92 @@
+// Package datapath sends real packets across a local ClusterSet: Pods of one member reach
+// Services exported from another by ClusterSet IP and clusterset.local name, through the real
+// node agents' nftables rules in each Node's network namespace (package podnet). It runs as root
+// with ip, nsenter and socat; elsewhere it skips and says why (CI requires it to run).
+package datapath
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/testutil"
+)
+
+var (
+	clusterSet *localset.ClusterSet
+	network    *localset.PodNetwork
+	binDir     string
+	stops      []func() error
+)
+
+func TestDatapath(t *testing.T) {
+	missing := localset.PodNetworkMissing()
+	for _, bin := range []string{"socat", "unshare"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, "the "+bin+" binary in PATH")
+		}
+	}
+	testutil.RequireKernel(t, "the cross-cluster data path suite", missing)
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "packets across a local ClusterSet")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	var err error
+	binDir, err = os.MkdirTemp("", "fleetslice-datapath-bin-")
+	Expect(err).NotTo(HaveOccurred())
+	build := exec.CommandContext(ctx, "go", "build", "-o", binDir, "github.com/fleetslice/fleetslice/cmd/manager",
+		"github.com/fleetslice/fleetslice/cmd/agent", "github.com/fleetslice/fleetslice/cmd/fleetslice-dns")
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building the manager, agent and DNS: %s", out)
+
+	workdir, err := os.MkdirTemp("", "fleetslice-datapath-")
+	Expect(err).NotTo(HaveOccurred())
+	clusterSet, err = localset.Up(ctx, localset.Options{Workdir: workdir, Clusters: 2, NodesPerCluster: 3, DNS: true, PodNetwork: true, Log: GinkgoWriter})
+	Expect(err).NotTo(HaveOccurred())
+	for _, m := range clusterSet.Members {
+		p, err := clusterSet.StartManager(m, binDir)
+		Expect(err).NotTo(HaveOccurred())
+		stops = append(stops, func() error { return p.Stop(10 * time.Second) })
+		d, err := clusterSet.StartDNS(ctx, m, binDir)
+		if d != nil {
+			stops = append(stops, func() error { return d.Stop(10 * time.Second) })
+		}
+		Expect(err).NotTo(HaveOccurred())
+	}
+	network, err = clusterSet.StartPodNetwork(context.WithoutCancel(ctx), binDir, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+}, NodeTimeout(10*time.Minute))
+
+var _ = AfterSuite(func(ctx SpecContext) {
+	if network != nil {
+		prefix := network.Network.Prefix
+		Expect(network.Stop()).To(Succeed())
+		out, err := exec.Command("ip", "netns", "list").Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(out)).NotTo(ContainSubstring(prefix), "stopping the pod network must remove every namespace it created")
+	}
+	for _, stop := range stops {
+		Expect(stop()).To(Succeed())
+	}
+	if clusterSet != nil {
+		Expect(localset.Down(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
+		Expect(localset.ProcessesUnder(clusterSet.Workdir)).To(BeEmpty(), "down must leave no process behind")
+		Expect(os.RemoveAll(clusterSet.Workdir)).To(Succeed())
+	}
+	if binDir != "" {
+		Expect(os.RemoveAll(binDir)).To(Succeed())
+	}
+}, NodeTimeout(3*time.Minute))
