@@ -45,7 +45,9 @@ type Forwarder struct {
 
 // ForwardIn listens on addr (host:port) for TCP and UDP inside the named namespace and relays
 // both to target on the host. Close stops it.
-func ForwardIn(name, addr, target string) (*Forwarder, error) { return forwardIn(name, addr, target, true) }
+func ForwardIn(name, addr, target string) (*Forwarder, error) {
+	return forwardIn(name, addr, target, true)
+}
 
 // ForwardTCPIn is ForwardIn for TCP alone, as an API server needs.
 func ForwardTCPIn(name, addr, target string) (*Forwarder, error) {
