@@ -2,7 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -13,7 +15,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,9 +90,9 @@ func createHintedServices(ns string, n int) {
 					Endpoints:   hintedEndpoints(i),
 					Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
 				}
-				if err := k8s.Create(ctx, svc); err != nil {
+				if err := createPatiently(ctx, svc); err != nil {
 					errs <- err
-				} else if err := k8s.Create(ctx, slice); err != nil {
+				} else if err := createPatiently(ctx, slice); err != nil {
 					errs <- err
 				}
 			}
@@ -101,6 +107,28 @@ func createHintedServices(ns string, n int) {
 	for err := range errs {
 		Expect(err).NotTo(HaveOccurred())
 	}
+}
+
+// createPatiently creates obj, retrying what a busy API server answers while it catches up
+// (timeouts, throttling, a lost connection) instead of failing: `make chaos` writes 10,000
+// objects into one envtest API server beside other suites. An earlier try that landed although
+// its answer was lost shows as AlreadyExists, which counts as created.
+func createPatiently(ctx context.Context, obj client.Object) error {
+	transient := func(err error) bool {
+		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || utilnet.IsConnectionReset(err) ||
+			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	}
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second}
+	tried := false
+	return retry.OnError(backoff, transient, func() error {
+		err := k8s.Create(ctx, obj)
+		if tried && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		tried = true
+		return err
+	})
 }
 
 func setZone(node, zone string) {
@@ -179,13 +207,18 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 		// The API server is the suite's: other specs' agents, in dry-run mode, would program
 		// these Services too.
 		DeferCleanup(func(ctx SpecContext) {
-			Expect(k8s.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(ns))).To(Succeed())
-			Expect(k8s.DeleteAllOf(ctx, &corev1.Service{}, client.InNamespace(ns))).To(Succeed())
+			// A collection deletion of thousands may outlast the API server's request timeout
+			// on a busy machine; it goes on server-side, and asking again finishes it.
+			for _, obj := range []client.Object{&discoveryv1.EndpointSlice{}, &corev1.Service{}} {
+				Eventually(func() error { return k8s.DeleteAllOf(ctx, obj, client.InNamespace(ns)) }).
+					WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+			}
+			// Thousands of deletions take a busy API server well past the default wait.
 			Eventually(func() (int, error) {
 				var list corev1.ServiceList
 				err := k8s.List(ctx, &list, client.InNamespace(ns))
 				return len(list.Items), err
-			}).Should(BeZero())
+			}).WithTimeout(5 * time.Minute).Should(BeZero())
 		})
 		proc = host.start(node, "--drift-check-period=200ms")
 		converge(proc.started)
