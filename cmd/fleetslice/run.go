@@ -62,6 +62,7 @@ func newRunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var probe prober
 			if opts.PodNetwork {
 				pn, err := cs.StartPodNetwork(ctx, binDir, cmd.ErrOrStderr())
 				if err != nil {
@@ -74,6 +75,7 @@ func newRunCommand() *cobra.Command {
 						err = stopErr
 					}
 				}()
+				probe = probeWith(pn)
 			}
 			for _, p := range procs {
 				fmt.Fprintf(cmd.ErrOrStderr(), "started %s (logs: %s)\n", p.Name, p.Log)
@@ -89,7 +91,7 @@ func newRunCommand() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "applied %s to %v; press Ctrl-C to stop and tear down\n", samples, cs.Members)
-			return watchStatus(ctx, cmd.OutOrStdout(), cs, refresh)
+			return watchStatus(ctx, cmd.OutOrStdout(), cs, refresh, probe)
 		},
 	}
 	flags.register(cmd)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -26,16 +27,34 @@ func newStatusCommand() *cobra.Command {
 				return err
 			}
 			if watch <= 0 {
-				return showStatus(cmd.Context(), cmd.OutOrStdout(), cs, false)
+				return showStatus(cmd.Context(), cmd.OutOrStdout(), cs, false, nil)
 			}
-			return watchStatus(cmd.Context(), cmd.OutOrStdout(), cs, watch)
+			return watchStatus(cmd.Context(), cmd.OutOrStdout(), cs, watch, nil)
 		},
 	}
 	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every interval until interrupted (0: print once)")
 	return cmd
 }
 
-func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear bool) error {
+// prober sends requests to an import from a Pod of a member and returns the answers; only the
+// process that runs the pod network (`fleetslice run`) has one.
+type prober func(ctx context.Context, member string, imp statusview.Import) []string
+
+// requestsPerImport is how many requests each member's client sends to each import per refresh:
+// enough to see a few percent of spill, few enough to stay cheap on 2 cores.
+const requestsPerImport = 50
+
+// probeWith sends requests to every import from the member's client Pod (the samples' app=client).
+func probeWith(pn *localset.PodNetwork) prober {
+	return func(ctx context.Context, member string, imp statusview.Import) []string {
+		if imp.TCPPort == 0 || len(imp.IPs) == 0 {
+			return nil
+		}
+		return pn.Ask(ctx, member, imp.Namespace, "client", imp.IPs[0], imp.TCPPort, requestsPerImport)
+	}
+}
+
+func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear bool, probe prober) error {
 	views := make([]statusview.Cluster, 0, len(cs.Members))
 	for _, m := range cs.Members {
 		c, err := cs.Client(m)
@@ -48,6 +67,12 @@ func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear
 			statusview.ResolveImports(ctx, &view, func(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
 				return localset.Resolve(ctx, d.Address, name, qtype)
 			})
+		}
+		if probe != nil {
+			for i := range view.Imports {
+				answers := probe(ctx, m, view.Imports[i])
+				view.Imports[i].Observed = statusview.SummariseAnswers(answers, clusterOfNode(cs))
+			}
 		}
 		for _, node := range cs.AgentNodes(m) {
 			// Only `fleetslice run` starts agents; a ClusterSet from `up` has no rulesets.
@@ -71,12 +96,12 @@ func showStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, clear
 
 // watchStatus refreshes the view in place on a terminal and prints one view after another
 // otherwise, so logs of `make run` stay readable.
-func watchStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, every time.Duration) error {
+func watchStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, every time.Duration, probe prober) error {
 	tty := isTerminal(w)
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	for {
-		if err := showStatus(ctx, w, cs, tty); err != nil {
+		if err := showStatus(ctx, w, cs, tty, probe); err != nil {
 			return err
 		}
 		select {
@@ -90,4 +115,17 @@ func watchStatus(ctx context.Context, w io.Writer, cs *localset.ClusterSet, ever
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// clusterOfNode finds the member a Node of the local ClusterSet belongs to: its name starts with
+// the member's.
+func clusterOfNode(cs *localset.ClusterSet) func(string) string {
+	return func(node string) string {
+		for _, m := range cs.Members {
+			if strings.HasPrefix(node, m+"-") {
+				return m
+			}
+		}
+		return ""
+	}
 }

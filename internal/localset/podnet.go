@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,4 +166,54 @@ func (pn *PodNetwork) Stop() error {
 	}
 	pn.cs.PodNetwork = ""
 	return pn.cs.save()
+}
+
+// Ask sends n requests from the first running Pod labelled app=<app> in namespace of a member to
+// ip:port over TCP, each an HTTP/1.0 GET, and returns the last line of each answer ("" for a
+// request nobody answered). Nothing is sent when the member has no such Pod running.
+func (pn *PodNetwork) Ask(ctx context.Context, member, namespace, app, ip string, port int32, n int) []string {
+	rt, ok := pn.Runtimes[member]
+	if !ok {
+		return nil
+	}
+	c, err := pn.cs.Client(member)
+	if err != nil {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app": app}); err != nil {
+		return nil
+	}
+	var sb *podnet.Sandbox
+	for _, p := range pods.Items {
+		if s, ok := rt.Sandbox(p.Namespace, p.Name); ok {
+			sb = s
+			break
+		}
+	}
+	if sb == nil {
+		return nil
+	}
+	addr := net.JoinHostPort(ip, strconv.Itoa(int(port)))
+	answers := make([]string, 0, n)
+	for range n {
+		answers = append(answers, askOnce(sb.Netns, addr))
+	}
+	return answers
+}
+
+// askOnce sends one request from inside a Pod's namespace and returns its answer's last line.
+func askOnce(podNetns, addr string) string {
+	conn, err := netns.DialIn(podNetns, "tcp", addr, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\n\r\n"); err != nil {
+		return ""
+	}
+	body, _ := io.ReadAll(io.LimitReader(conn, 4096))
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -145,3 +145,15 @@ func forward(in net.Conn, addr string) {
 	}()
 	_, _ = io.Copy(in, out)
 }
+
+// DialIn connects to addr from inside the named namespace, as a process there would: the
+// socket is made on a thread in the namespace and keeps it for its life.
+func DialIn(name, network, addr string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	err := In(name, func() error {
+		var err error
+		conn, err = net.DialTimeout(network, addr, timeout)
+		return err
+	})
+	return conn, err
+}

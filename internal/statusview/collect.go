@@ -64,6 +64,12 @@ type Import struct {
 	// Traffic says where each cluster's clients send the Service's traffic, from the cluster
 	// allocation on the derived Service (see traffic.go); empty without one.
 	Traffic string
+	// TCPPort is the import's first TCP port, 0 without one: where requests are sent to see
+	// where the traffic goes (Observed).
+	TCPPort int32
+	// Observed says which clusters and zones answered requests sent from a Pod of this cluster
+	// (SummariseAnswers); empty when nobody sent any.
+	Observed string
 }
 
 // Collect reads one cluster. Errors are kept in the view rather than returned so that one broken
@@ -185,6 +191,12 @@ func summariseImport(si *mcsv1beta1.ServiceImport) Import {
 	imp := Import{Namespace: si.Namespace, Name: si.Name, Type: string(si.Spec.Type), IPs: si.Spec.IPs, Ready: "-"}
 	for _, c := range si.Status.Clusters {
 		imp.Clusters = append(imp.Clusters, c.Cluster)
+	}
+	for _, p := range si.Spec.Ports {
+		if p.Protocol == corev1.ProtocolTCP || p.Protocol == "" {
+			imp.TCPPort = p.Port
+			break
+		}
 	}
 	if cond := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)); cond != nil {
 		imp.Ready = fmt.Sprintf("%s (%s)", cond.Status, cond.Reason)

@@ -51,12 +51,16 @@ func Render(w io.Writer, clusters []Cluster) error {
 func renderImports(w io.Writer, imports []Import) {
 	dns := slices.ContainsFunc(imports, func(i Import) bool { return i.Resolves != "" })
 	traffic := slices.ContainsFunc(imports, func(i Import) bool { return i.Traffic != "" })
+	observed := slices.ContainsFunc(imports, func(i Import) bool { return i.Observed != "" })
 	header := "  SERVICEIMPORT\tTYPE\tIPS\tCLUSTERS\tREADY"
 	if dns {
 		header += "\tDNS NAME\tRESOLVES HERE TO"
 	}
 	if traffic {
 		header += "\tTRAFFIC BY CLIENT CLUSTER"
+	}
+	if observed {
+		header += "\tANSWERED REQUESTS FROM A POD HERE"
 	}
 	fmt.Fprintln(w, header)
 	for _, i := range imports {
@@ -67,6 +71,9 @@ func renderImports(w io.Writer, imports []Import) {
 		}
 		if traffic {
 			fmt.Fprintf(w, "\t%s", orDash(i.Traffic))
+		}
+		if observed {
+			fmt.Fprintf(w, "\t%s", orDash(i.Observed))
 		}
 		fmt.Fprintln(w)
 	}

@@ -30,7 +30,7 @@ var (
 
 func TestDatapath(t *testing.T) {
 	missing := localset.PodNetworkMissing()
-	for _, bin := range []string{"socat", "unshare"} {
+	for _, bin := range []string{"socat", "unshare", "curl"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, "the "+bin+" binary in PATH")
 		}
@@ -54,7 +54,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	workdir, err := os.MkdirTemp("", "fleetslice-datapath-")
 	Expect(err).NotTo(HaveOccurred())
-	clusterSet, err = localset.Up(ctx, localset.Options{Workdir: workdir, Clusters: 2, NodesPerCluster: 3, DNS: true, PodNetwork: true, Log: GinkgoWriter})
+	clusterSet, err = localset.Up(ctx, localset.Options{Workdir: workdir, Clusters: 2, NodesPerCluster: 3, DNS: true, PodNetwork: true,
+		// Members of unequal size: cluster-2's clients spill some of the PreferSameCluster samples'
+		// traffic to cluster-1, which the samples spec checks in counted requests.
+		CPUScale: map[string]int{localset.MemberName(2): 2}, Log: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	for _, m := range clusterSet.Members {
 		p, err := clusterSet.StartManager(m, binDir)
