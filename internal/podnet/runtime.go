@@ -50,6 +50,9 @@ type runningPod struct {
 	ip         string
 	sandbox    *Sandbox
 	containers []*container
+	// stopProbes ends the readiness probes; readiness holds each probed container's last verdict.
+	stopProbes context.CancelFunc
+	readiness  map[string]bool
 }
 
 // Start watches the member's Pods and runs those on its Nodes until ctx ends; Stop then stops
@@ -163,8 +166,11 @@ func (r *Runtime) startPod(key types.NamespacedName, pod *corev1.Pod) error {
 		d.Namespace = pod.Namespace
 		dns = &d
 	}
-	sandbox, err := r.Network.AddPod(node, string(pod.UID), ip, dns)
-	if err != nil {
+	var sandbox *Sandbox
+	if pod.Spec.HostNetwork {
+		// Its processes share the Node's namespace, as on a real node.
+		sandbox = &Sandbox{Netns: node.Netns, IP: node.IP, node: node, hostNetwork: true}
+	} else if sandbox, err = r.Network.AddPod(node, string(pod.UID), ip, dns); err != nil {
 		return err
 	}
 	p := &runningPod{uid: pod.UID, ip: pod.Status.PodIP, sandbox: sandbox}
@@ -194,7 +200,7 @@ func (r *Runtime) startPod(key types.NamespacedName, pod *corev1.Pod) error {
 	r.mu.Lock()
 	r.running[key] = p
 	r.mu.Unlock()
-	return nil
+	return r.startProbes(pod, p)
 }
 
 // unrunnable says why a container cannot run on the host, as an event reason and message.
@@ -243,6 +249,9 @@ func (r *Runtime) exitReporter(pod *corev1.Pod, name string) func(int, bool) {
 }
 
 func (r *Runtime) stopPod(key types.NamespacedName, p *runningPod, grace time.Duration) error {
+	if p.stopProbes != nil {
+		p.stopProbes()
+	}
 	var wg sync.WaitGroup
 	for _, c := range p.containers {
 		wg.Add(1)

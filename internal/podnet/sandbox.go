@@ -20,6 +20,8 @@ type Sandbox struct {
 	// link is the Node's end of the Pod's veth.
 	link string
 	dns  *netns.Forwarder
+	// hostNetwork marks a Pod that runs in its Node's namespace: nothing of its own to delete.
+	hostNetwork bool
 }
 
 // DNS is what a Pod's resolver is given: the address its processes query (inside the Pod's
@@ -84,6 +86,9 @@ func (s *Sandbox) resolveThrough(dns DNS) error {
 
 // Delete removes the Pod's namespace and its route on the Node. Its processes must be gone.
 func (s *Sandbox) Delete() error {
+	if s.hostNetwork {
+		return nil
+	}
 	var errs []error
 	if s.dns != nil {
 		errs = append(errs, s.dns.Close())

@@ -2,12 +2,17 @@ package datapath
 
 import (
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	gomegatypes "github.com/onsi/gomega/types"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -81,5 +86,85 @@ var _ = Describe("a Pod of one member reaching a Service exported from another",
 		By("the port both expose reaching both members' Pods")
 		Eventually(answers).WithArguments(importer, ns, "client", tcpPort, host, 20).Should(
 			And(HaveKey(BeElementOf(local)), HaveKey(BeElementOf(remote))))
+	})
+})
+
+var _ = Describe("a member whose Pods go not ready", Ordered, func() {
+	const ns = "failover"
+	var home, other string
+	var flags string
+
+	// Each member's Pods are ready while the file $FLAG is missing: creating it fails their
+	// readiness probe, as a stopped listener would.
+	flagged := func(member string) func(*corev1.Container) {
+		return func(c *corev1.Container) {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "FLAG", Value: filepath.Join(flags, member)})
+			c.ReadinessProbe = &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", `test ! -e "$FLAG"`}}},
+				PeriodSeconds: 1, FailureThreshold: 1,
+			}
+		}
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		home, other = clusterSet.Members[0], clusterSet.Members[1]
+		flags = GinkgoT().TempDir()
+		for _, m := range clusterSet.Members {
+			createNamespace(ctx, m, ns)
+			echoDeploymentWith(ctx, m, ns, "echo", 2, flagged(m))
+			echoService(ctx, m, ns, "echo", tcpPort)
+			export(ctx, m, ns, "echo", "fleetslice.io/traffic-distribution", "PreferSameCluster")
+		}
+		clientPod(ctx, home, ns, "client")
+	})
+
+	It("fails over to the other member and comes back", func(ctx SpecContext) {
+		host := "echo." + ns + ".svc.clusterset.local"
+		homePods, otherPods := podNames(ctx, home, ns, "echo"), podNames(ctx, other, ns, "echo")
+		all := func(pods []string) gomegatypes.GomegaMatcher {
+			return WithTransform(func(counts map[string]int) []string { return slices.Collect(maps.Keys(counts)) }, HaveEach(BeElementOf(pods)))
+		}
+		By("keeping " + home + "'s requests home while its Pods are ready")
+		Eventually(answers).WithArguments(home, ns, "client", tcpPort, host, 10).Should(all(homePods))
+
+		By("sending them to " + other + " once " + home + "'s Pods fail their probe")
+		Expect(os.WriteFile(filepath.Join(flags, home), nil, 0o644)).To(Succeed())
+		Eventually(answers).WithArguments(home, ns, "client", tcpPort, host, 10).Should(all(otherPods))
+
+		By("bringing them home when the Pods are ready again")
+		Expect(os.Remove(filepath.Join(flags, home))).To(Succeed())
+		Eventually(answers).WithArguments(home, ns, "client", tcpPort, host, 10).Should(all(homePods))
+	})
+})
+
+var _ = Describe("a headless Service exported from another member", Ordered, func() {
+	const ns = "headless"
+	var importer, exporter string
+
+	BeforeAll(func(ctx SpecContext) {
+		importer, exporter = clusterSet.Members[0], clusterSet.Members[1]
+		for _, m := range clusterSet.Members {
+			createNamespace(ctx, m, ns)
+		}
+		for _, name := range []string{"db-0", "db-1"} {
+			echoPod(ctx, exporter, ns, name, map[string]string{"app": "db"}, func(p *corev1.Pod) {
+				p.Spec.Hostname, p.Spec.Subdomain = name, "db"
+			})
+		}
+		Expect(memberClient(exporter).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: map[string]string{"app": "db"},
+				Ports: []corev1.ServicePort{{Name: "tcp", Port: 8080}}},
+		})).To(Succeed())
+		export(ctx, exporter, ns, "db")
+		clientPod(ctx, importer, ns, "client")
+	})
+
+	It("reaches each Pod by its per-endpoint name", func() {
+		for _, name := range []string{"db-0", "db-1"} {
+			host := name + "." + exporter + ".db." + ns + ".svc.clusterset.local"
+			direct := servicePort{"tcp", corev1.ProtocolTCP, 8080}
+			Eventually(request).WithArguments(importer, ns, "client", direct, host).Should(Equal(name), host)
+		}
 	})
 })

@@ -38,6 +38,12 @@ func createNamespace(ctx context.Context, member, ns string) {
 // echoDeployment runs replicas Pods answering with their name, labelled app=name.
 func echoDeployment(ctx context.Context, member, ns, name string, replicas int32) {
 	GinkgoHelper()
+	echoDeploymentWith(ctx, member, ns, name, replicas, nil)
+}
+
+// echoDeploymentWith is echoDeployment with a change to the Pod template's container.
+func echoDeploymentWith(ctx context.Context, member, ns, name string, replicas int32, mod func(*corev1.Container)) {
+	GinkgoHelper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -46,17 +52,35 @@ func echoDeployment(ctx context.Context, member, ns, name string, replicas int32
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "echo", Image: "docker.io/alpine/socat:1.8.0.3",
-					Command: []string{"sh", "-c", echoScript},
-					Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
-						FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-					Ports: []corev1.ContainerPort{{Name: "tcp", ContainerPort: 8080}, {Name: "udp", ContainerPort: 8081, Protocol: corev1.ProtocolUDP}},
-				}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{echoContainer()}},
 			},
 		},
 	}
+	if mod != nil {
+		mod(&d.Spec.Template.Spec.Containers[0])
+	}
 	Expect(memberClient(member).Create(ctx, d)).To(Succeed())
+}
+
+// echoPod runs one Pod answering with its name, from the same template as echoDeployment's.
+func echoPod(ctx context.Context, member, ns, name string, labels map[string]string, mod func(*corev1.Pod)) {
+	GinkgoHelper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	p.Spec.Containers = []corev1.Container{echoContainer()}
+	if mod != nil {
+		mod(p)
+	}
+	Expect(memberClient(member).Create(ctx, p)).To(Succeed())
+}
+
+func echoContainer() corev1.Container {
+	return corev1.Container{
+		Name: "echo", Image: "docker.io/alpine/socat:1.8.0.3",
+		Command: []string{"sh", "-c", echoScript},
+		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+		Ports: []corev1.ContainerPort{{Name: "tcp", ContainerPort: 8080}, {Name: "udp", ContainerPort: 8081, Protocol: corev1.ProtocolUDP}},
+	}
 }
 
 type servicePort struct {
@@ -87,9 +111,13 @@ func echoService(ctx context.Context, member, ns, name string, ports ...serviceP
 	Expect(memberClient(member).Create(ctx, svc)).To(Succeed())
 }
 
-func export(ctx context.Context, member, ns, name string) {
+func export(ctx context.Context, member, ns, name string, annotations ...string) {
 	GinkgoHelper()
-	Expect(memberClient(member).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{}}}
+	for i := 0; i+1 < len(annotations); i += 2 {
+		e.Annotations[annotations[i]] = annotations[i+1]
+	}
+	Expect(memberClient(member).Create(ctx, e)).To(Succeed())
 }
 
 // clientPod runs a Pod that only sleeps: requests run inside its network namespace.
