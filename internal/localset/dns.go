@@ -101,14 +101,16 @@ func (cs *ClusterSet) Corefile(member string) string {
 // corefile serves both zones from the member's API server. No cache: a name must resolve as
 // soon as the plugin knows it, and a cached NXDOMAIN from before the import would hide it.
 // Names outside both zones are refused rather than forwarded, so the ClusterSet sends no query
-// off the machine.
+// off the machine. Reverse names go to the clusterset plugin first: it answers an imported
+// address's PTR only where the kubernetes plugin after it has none (docs/dns.md).
 func corefile(address, kubeconfig, context string) string {
 	host, port, _ := net.SplitHostPort(address)
 	return fmt.Sprintf(`.:%s {
     bind %s
     errors
-    clusterset clusterset.local {
+    clusterset clusterset.local in-addr.arpa ip6.arpa {
         kubeconfig %s %s
+        fallthrough in-addr.arpa ip6.arpa
     }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig %s %s

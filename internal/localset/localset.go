@@ -431,3 +431,15 @@ func ignoreNotExist(err error) error {
 	}
 	return err
 }
+
+// Remove is what a test suite does last: Down, a check that no process of the ClusterSet is left,
+// and the removal of its workdir.
+func Remove(ctx context.Context, workdir string, log io.Writer) error {
+	if err := Down(ctx, workdir, log); err != nil {
+		return err
+	}
+	if left := ProcessesUnder(workdir); len(left) > 0 {
+		return fmt.Errorf("down left processes behind: %v", left)
+	}
+	return os.RemoveAll(workdir)
+}

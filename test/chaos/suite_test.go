@@ -110,9 +110,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 	}
 	writeReport(rows)
 	if clusterSet != nil {
-		Expect(localset.Down(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-		Expect(localset.ProcessesUnder(clusterSet.Workdir)).To(BeEmpty(), "down must leave no process behind")
-		Expect(os.RemoveAll(clusterSet.Workdir)).To(Succeed())
+		Expect(localset.Remove(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
 	}
 	if binDir != "" {
 		Expect(os.RemoveAll(binDir)).To(Succeed())

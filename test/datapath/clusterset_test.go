@@ -160,11 +160,18 @@ var _ = Describe("a headless Service exported from another member", Ordered, fun
 		clientPod(ctx, importer, ns, "client")
 	})
 
-	It("reaches each Pod by its per-endpoint name", func() {
+	It("reaches each Pod by its per-endpoint name", func(ctx SpecContext) {
 		for _, name := range []string{"db-0", "db-1"} {
 			host := name + "." + exporter + ".db." + ns + ".svc.clusterset.local"
 			direct := servicePort{"tcp", corev1.ProtocolTCP, 8080}
 			Eventually(request).WithArguments(importer, ns, "client", direct, host).Should(Equal(name), host)
+		}
+		By("and each Pod's address resolving back to that name (spec 2.4.3)")
+		for _, name := range []string{"db-0", "db-1"} {
+			p := &corev1.Pod{}
+			Expect(memberClient(exporter).Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p)).To(Succeed())
+			Eventually(inPod).WithArguments(importer, ns, "client", "", "getent", "hosts", p.Status.PodIP).
+				Should(ContainSubstring(name + "." + exporter + ".db." + ns + ".svc.clusterset.local"))
 		}
 	})
 })

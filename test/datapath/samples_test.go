@@ -17,11 +17,13 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/allocation"
@@ -84,36 +86,62 @@ var _ = Describe("the samples of `make run`", Ordered, func() {
 		for _, m := range clusterSet.Members {
 			By("requests from " + m)
 			imp := &mcsv1beta1.ServiceImport{}
-			svc := &corev1.Service{}
+			Eventually(func(g Gomega) {
+				g.Expect(memberClient(m).Get(ctx, types.NamespacedName{Namespace: "demo", Name: "web"}, imp)).To(Succeed())
+				g.Expect(imp.Spec.IPs).NotTo(BeEmpty())
+			}).WithContext(ctx).Should(Succeed())
+			By("waiting until " + m + " imports every cluster's ready web endpoints and its agents send to them")
+			Eventually(func(g Gomega) {
+				var list discoveryv1.EndpointSliceList
+				g.Expect(memberClient(m).List(ctx, &list, client.InNamespace("demo"),
+					client.MatchingLabels{mcsv1beta1.LabelServiceName: "web"})).To(Succeed())
+				ready := map[string]int{}
+				for _, sl := range list.Items {
+					for _, ep := range sl.Endpoints {
+						if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+							ready[sl.Labels[mcsv1beta1.LabelSourceCluster]]++
+						}
+					}
+				}
+				g.Expect(ready).To(HaveLen(len(clusterSet.Members)))
+				g.Expect(ready).To(HaveEach(12), "every web Pod of every member ready")
+			}).WithContext(ctx).Should(Succeed())
+			home := func(answers []string) int {
+				n := 0
+				for _, a := range answers {
+					if strings.Contains(a, "node="+m+"-") {
+						n++
+					}
+				}
+				return n
+			}
+			// The allocation moves while endpoints become ready: read it once they are, and sample
+			// until the agents follow it.
 			var local float64
 			Eventually(func(g Gomega) {
-				c := memberClient(m)
-				g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "web"}, imp)).To(Succeed())
-				g.Expect(imp.Spec.IPs).NotTo(BeEmpty())
-				g.Expect(imp.Status.Clusters).To(HaveLen(2))
-				g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: names.DerivedServiceName("demo", "web")}, svc)).To(Succeed())
-				a, err := allocation.Parse(svc.Annotations[allocation.Annotation])
-				g.Expect(err).NotTo(HaveOccurred())
-				row := slices.IndexFunc(a.Clusters, func(c allocation.Cluster) bool { return c.Cluster == m })
-				g.Expect(row).NotTo(BeNumerically("<", 0), "the allocation has a row for %s", m)
-				local = a.Clusters[row].Local
+				local = homeShare(ctx, g, m, imp)
+				sample := network.Ask(ctx, m, "demo", "client", imp.Spec.IPs[0], 80, 20)
+				g.Expect(sample).NotTo(ContainElement(""))
+				if local > 0 {
+					g.Expect(home(sample)).To(BeNumerically(">", 0), "some requests stay home")
+				}
+				if local < 1 {
+					g.Expect(home(sample)).To(BeNumerically("<", len(sample)), "some requests spill")
+				}
 			}).WithContext(ctx).Should(Succeed())
+
 			const n = 200
 			var answers []string
 			Eventually(func() []string {
 				answers = network.Ask(ctx, m, "demo", "client", imp.Spec.IPs[0], 80, n)
 				return answers
 			}).WithContext(ctx).ShouldNot(ContainElement(""), "every request is answered")
-			home := 0
-			for _, a := range answers {
-				if strings.Contains(a, "node="+m+"-") {
-					home++
-				}
-			}
+			kept := home(answers)
+			Expect(homeShare(ctx, Default, m, imp)).To(Equal(local), "the allocation stayed put while measured")
 			// Four binomial standard deviations: a fair share fails this about once in 15,000 runs.
 			sigma := math.Sqrt(n * local * (1 - local))
-			Expect(float64(home)).To(BeNumerically("~", n*local, 4*sigma+1),
-				"%s keeps %d of %d requests home; its allocation keeps %.1f%%", m, home, n, 100*local)
+			Expect(float64(kept)).To(BeNumerically("~", n*local, 4*sigma+1),
+				"%s keeps %d of %d requests home; its allocation keeps %.1f%%", m, kept, n, 100*local)
 			AddReportEntry(m+" observed", statusview.SummariseAnswers(answers, func(node string) string {
 				for _, c := range clusterSet.Members {
 					if strings.HasPrefix(node, c+"-") {
@@ -198,4 +226,15 @@ func execTTY(ctx context.Context, member, ns, pod string, stdin bool, argv ...st
 	defer cancel()
 	err = executor.StreamWithContext(ctx, opts)
 	return out.String(), err
+}
+
+// homeShare reads the share of its own traffic a member's published allocation keeps home.
+func homeShare(ctx context.Context, g Gomega, member string, imp *mcsv1beta1.ServiceImport) float64 {
+	svc := &corev1.Service{}
+	g.Expect(memberClient(member).Get(ctx, types.NamespacedName{Namespace: imp.Namespace, Name: names.DerivedServiceName(imp.Namespace, imp.Name)}, svc)).To(Succeed())
+	a, err := allocation.Parse(svc.Annotations[allocation.Annotation])
+	g.Expect(err).NotTo(HaveOccurred())
+	row := slices.IndexFunc(a.Clusters, func(c allocation.Cluster) bool { return c.Cluster == member })
+	g.Expect(row).NotTo(BeNumerically("<", 0), "the allocation has a row for %s", member)
+	return a.Clusters[row].Local
 }

@@ -42,6 +42,8 @@ func TestDatapath(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	// Without this, an Eventually given the spec's context waits until the spec times out.
+	EnforceDefaultTimeoutsWhenUsingContexts()
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	var err error
@@ -85,9 +87,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		Expect(stop()).To(Succeed())
 	}
 	if clusterSet != nil {
-		Expect(localset.Down(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-		Expect(localset.ProcessesUnder(clusterSet.Workdir)).To(BeEmpty(), "down must leave no process behind")
-		Expect(os.RemoveAll(clusterSet.Workdir)).To(Succeed())
+		Expect(localset.Remove(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
 	}
 	if binDir != "" {
 		Expect(os.RemoveAll(binDir)).To(Succeed())

@@ -85,7 +85,5 @@ var _ = AfterSuite(func() {
 	if clusterSet == nil {
 		return
 	}
-	Expect(localset.Down(context.Background(), clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-	Expect(localset.ProcessesUnder(clusterSet.Workdir)).To(BeEmpty(), "down must leave no process behind")
-	Expect(os.RemoveAll(clusterSet.Workdir)).To(Succeed())
+	Expect(localset.Remove(context.Background(), clusterSet.Workdir, GinkgoWriter)).To(Succeed())
 })
