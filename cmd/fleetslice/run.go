@@ -153,8 +153,14 @@ func printDNS(cmd *cobra.Command, cs *localset.ClusterSet) {
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "%s's DNS (clusterset.local, cluster.local) on %s\n", m, d.Address)
 		if d.Exec {
-			fmt.Fprintf(cmd.ErrOrStderr(), "  kubectl --kubeconfig %s --context %s exec -n demo POD -- getent hosts web.demo.svc.clusterset.local\n",
-				cs.Kubeconfig, localset.Context(m))
+			// With a pod network the samples' client Pod sends a real request; without one, exec'd
+			// commands run on the host and can only resolve the name.
+			ask := "deploy/client -- curl -s web.demo.svc.clusterset.local"
+			if cs.Kubelets == nil {
+				ask = "POD -- getent hosts web.demo.svc.clusterset.local"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "  kubectl --kubeconfig %s --context %s exec -n demo %s\n",
+				cs.Kubeconfig, localset.Context(m), ask)
 		} else {
 			fmt.Fprintf(cmd.ErrOrStderr(), "  (exec'd commands use the host's resolver: giving kwok its own /etc/resolv.conf needs root and unshare)\n")
 		}
