@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -15,7 +17,7 @@ import (
 // it runs it, and leaves a running Pod's conditions alone afterwards; so a Pod with probes is
 // marked not ready at once, and ready again only once every probed container passes, as a
 // kubelet reports it: endpoint readiness then follows a real listener.
-func (r *Runtime) startProbes(pod *corev1.Pod, p *runningPod) error {
+func (r *Runtime) startProbes(pod *corev1.Pod, p *runningPod) {
 	env := map[string][]string{}
 	for _, c := range p.containers {
 		env[c.spec.Name] = c.spec.Env
@@ -29,7 +31,7 @@ func (r *Runtime) startProbes(pod *corev1.Pod, p *runningPod) error {
 		}
 	}
 	if len(probed) == 0 {
-		return nil
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stopProbes = cancel
@@ -37,9 +39,17 @@ func (r *Runtime) startProbes(pod *corev1.Pod, p *runningPod) error {
 	for _, c := range probed {
 		p.readiness[c.Name] = false
 	}
-	if err := r.writeReadiness(ctx, pod, p); err != nil {
-		return err
-	}
+	// The first write (not ready) is retried until it lands: while it has not, kwok's Ready
+	// stands, and a probe that never passes would never correct it.
+	go func() {
+		_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			err := r.writeReadiness(ctx, pod, p)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "local runtime %s: pod %s/%s: writing readiness: %v\n", r.Member, pod.Namespace, pod.Name, err)
+			}
+			return err == nil, nil
+		})
+	}()
 	for _, c := range probed {
 		pr := &prober{probe: c.ReadinessProbe, container: c, netns: p.sandbox.Netns, podIP: p.ip, env: env[c.Name]}
 		pr.report = func(ready bool) {
@@ -52,12 +62,15 @@ func (r *Runtime) startProbes(pod *corev1.Pod, p *runningPod) error {
 		}
 		go pr.run(ctx)
 	}
-	return nil
 }
 
 // writeReadiness writes the Pod's Ready and ContainersReady conditions and each container's
 // ready flag from the probes' last verdicts (containers without a probe are ready).
 func (r *Runtime) writeReadiness(ctx context.Context, pod *corev1.Pod, p *runningPod) error {
+	// One write at a time per Pod, each reading the verdicts when it starts: the last write to
+	// land carries the latest verdicts.
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
 	r.mu.Lock()
 	verdicts := make(map[string]bool, len(p.readiness))
 	all := true

@@ -53,6 +53,7 @@ type runningPod struct {
 	// stopProbes ends the readiness probes; readiness holds each probed container's last verdict.
 	stopProbes context.CancelFunc
 	readiness  map[string]bool
+	writeMu    sync.Mutex
 }
 
 // Start watches the member's Pods and runs those on its Nodes until ctx ends; Stop then stops
@@ -181,7 +182,7 @@ func (r *Runtime) startPod(key types.NamespacedName, pod *corev1.Pod) error {
 		for _, problem := range spec.Problems {
 			r.recorder.Eventf(pod, corev1.EventTypeWarning, "Unsupported", "container %s: %s", c.Name, problem)
 		}
-		if reason, msg := unrunnable(spec, hostPath); reason != "" {
+		if reason, msg := unrunnable(spec); reason != "" {
 			r.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
 			continue
 		}
@@ -200,11 +201,12 @@ func (r *Runtime) startPod(key types.NamespacedName, pod *corev1.Pod) error {
 	r.mu.Lock()
 	r.running[key] = p
 	r.mu.Unlock()
-	return r.startProbes(pod, p)
+	r.startProbes(pod, p)
+	return nil
 }
 
 // unrunnable says why a container cannot run on the host, as an event reason and message.
-func unrunnable(spec containerSpec, hostPath string) (reason, msg string) {
+func unrunnable(spec containerSpec) (reason, msg string) {
 	if len(spec.Argv) == 0 {
 		return "Failed", fmt.Sprintf("container %s has no command: the local ClusterSet runs a container's command and args as host programs, without its image", spec.Name)
 	}
@@ -215,21 +217,11 @@ func unrunnable(spec containerSpec, hostPath string) (reason, msg string) {
 		}
 		return "", ""
 	}
-	if _, err := lookPath(bin, hostPath); err != nil {
+	// The container's PATH is the host's (specFor), so the host's lookup is the container's.
+	if _, err := exec.LookPath(bin); err != nil {
 		return "Failed", fmt.Sprintf("container %s: %q is not installed on this host (the local ClusterSet runs host programs, not images)", spec.Name, bin)
 	}
 	return "", ""
-}
-
-// lookPath finds bin in path, as exec.LookPath does in $PATH.
-func lookPath(bin, path string) (string, error) {
-	for _, dir := range filepath.SplitList(path) {
-		candidate := filepath.Join(dir, bin)
-		if info, err := os.Stat(candidate); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
-			return candidate, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }
 
 // exitReporter turns a container's failures into events: an exit with a non-zero code, and
