@@ -5,6 +5,7 @@ package parts
 import (
 	"github.com/fleetslice/fleetslice/internal/bench"
 	"github.com/fleetslice/fleetslice/internal/bench/agentbench"
+	"github.com/fleetslice/fleetslice/internal/bench/datapathbench"
 	"github.com/fleetslice/fleetslice/internal/bench/dnsbench"
 	"github.com/fleetslice/fleetslice/internal/bench/mcsbench"
 	"github.com/fleetslice/fleetslice/internal/bench/rolloutbench"
@@ -23,5 +24,6 @@ func All() []bench.Part {
 		mcsbench.Part(),
 		agentbench.Part(),
 		dnsbench.Part(),
+		datapathbench.Part(),
 	}
 }
