@@ -30,11 +30,13 @@ each part. The whole ` + "`make bench`" + ` took 35 minutes on the 2-core develo
 
 | Part | What it compares | Takes (2 cores) |
 |---|---|---|
-| ` + "`endpointslice`" + ` | fleetslice's reconciler and upstream's (k8s.io/endpointslice as a library) on the same scripted event streams, in process | about 7-9 min |
-| ` + "`endpointslice-e2e`" + ` | one Deployment rollout on two simulated clusters, kube-controller-manager's EndpointSlice controller in one and fleetslice in the other; memory at 10,000 Pods | about 8 min |
+| ` + "`endpointslice`" + ` | fleetslice's reconciler and upstream's (k8s.io/endpointslice as a library) on the same scripted event streams, in process | about 10 min |
+| ` + "`endpointslice-e2e`" + ` | one Deployment rollout on a simulated cluster where kube-controller-manager's EndpointSlice controller and fleetslice both write the slices of its Service; memory at 10,000 Pods against a cluster without the upstream controller; 3 rollouts in each of three settings | about 20 min (30 Nodes, memory at 3,000 Pods) |
 | ` + "`topology`" + ` | the published topology simulator's whole space (39,273,145 cases) for no hints, upstream's topologycache and fleetslice's allocator | about 12 min |
 | ` + "`multicluster`" + ` | propagation of endpoint changes across 3 clusters at 100 and 1,000 exported Services, and withdrawal of a lost cluster | about 6-7 min |
-| ` + "`agent`" + ` | the node agent's nftables cold, full and incremental syncs at 1,000 to 10,000 Services, in a throwaway network namespace (the dry-run renderer without root) | about 2 min |
+| ` + "`agent`" + ` | the node agent's nftables cold, full and incremental syncs at 1,000 to 10,000 Services, in a throwaway network namespace (the dry-run renderer without root); with ` + "`make kube-proxy`" + ` built, bin/agent beside kube-proxy v1.37.2 at 1,000 × 10, 10,000 × 10 and 5,000 × 50 | about 2 min; 35 min with kube-proxy |
+| ` + "`dns`" + ` | fleetslice-dns answering clusterset.local beside CoreDNS's kubernetes plugin answering cluster.local, at 1,000 and 10,000 Services: queries per second, latency, and how soon a new name resolves | about 5-6 min |
+| ` + "`datapath`" + ` | real connections on the local ClusterSet's pod network (root): a Pod's readiness to its first answered connection and its not-readiness to the last, from the other cluster through the ClusterSet IP beside its own cluster through the ClusterIP, at 100 and 1,000 exported Services | about 6 min |
 
 Run one part with ` + "`bin/fleetslice bench <part>`" + ` (` + "`--list`" + ` names them, ` + "`--help`" + ` shows each part's
 flags), all of them with ` + "`make bench`" + `, or every part shrunk with ` + "`make bench BENCH_FLAGS=--quick`" + `
