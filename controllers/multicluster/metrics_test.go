@@ -13,7 +13,8 @@ import (
 // counters end in _total, and names and labels are snake_case, so dashboards and recording
 // rules written for Prometheus conventions work unchanged.
 func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
-	collectors := []prometheus.Collector{brokerWrites, localWrites, leaseRenewals, clusterLive, clusterTransitions, importedEndpointSlices}
+	collectors := []prometheus.Collector{brokerWrites, localWrites, leaseRenewals, clusterLive, clusterTransitions, importedEndpointSlices,
+		credentialsExpiry, credentialsReloads}
 	registry := prometheus.NewPedanticRegistry()
 	registry.MustRegister(collectors...)
 	// A vector is gathered only once it has a series; give each one and take it away after.
@@ -33,6 +34,8 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	touch(clusterLive, 2, func(v ...string) { clusterLive.WithLabelValues(v...) })
 	touch(clusterTransitions, 3, func(v ...string) { clusterTransitions.WithLabelValues(v...) })
 	touch(importedEndpointSlices, 1, func(v ...string) { importedEndpointSlices.WithLabelValues(v...) })
+	touch(credentialsExpiry, 1, func(v ...string) { credentialsExpiry.WithLabelValues(v...) })
+	touch(credentialsReloads, 2, func(v ...string) { credentialsReloads.WithLabelValues(v...) })
 
 	families, err := registry.Gather()
 	if err != nil {

@@ -38,6 +38,11 @@ const (
 	// export there; see docs/multicluster.md for the measurements behind these values.
 	DefaultBrokerQPS   float32 = 200
 	DefaultBrokerBurst         = 400
+	// DefaultCredentialsWarning is how long before the broker credentials expire the manager
+	// starts warning; DefaultCredentialsCheckInterval how often it looks (for a renewed
+	// kubeconfig file, and at the clock).
+	DefaultCredentialsWarning       = 30 * 24 * time.Hour
+	DefaultCredentialsCheckInterval = time.Minute
 )
 
 // Options configure the multi-cluster controllers of one member.
@@ -76,6 +81,11 @@ type Options struct {
 	// OverloadThreshold bounds the allocation of PreferSameCluster Services across clusters:
 	// the zone hints' --topology-overload-threshold, so both levels keep one promise. 0: 0.25.
 	OverloadThreshold float64
+	// CredentialsWarning is how long before the broker credentials expire a Warning event says
+	// so; default 30 days. CredentialsCheckInterval is how often the kubeconfig file is re-read
+	// for a renewed token and the expiry judged; default a minute.
+	CredentialsWarning       time.Duration
+	CredentialsCheckInterval time.Duration
 }
 
 // BindFlags registers the manager flags for these options on fs. The broker is given by
@@ -98,6 +108,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			return err
 		})
 	fs.IntVar(&o.BrokerBurst, "broker-api-burst", DefaultBrokerBurst, "burst of requests to the broker's API server above --broker-api-qps")
+	fs.DurationVar(&o.CredentialsWarning, "broker-credentials-warning", DefaultCredentialsWarning,
+		"warn (a Warning event on the ClusterProperty clusterset.k8s.io) this long before the broker credentials expire")
+	fs.DurationVar(&o.CredentialsCheckInterval, "broker-credentials-check-interval", DefaultCredentialsCheckInterval,
+		"how often the broker kubeconfig is re-read for a renewed token and its expiry judged")
 	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", DefaultMaxConcurrentReconciles,
 		"workers of each multi-cluster controller")
 }
@@ -132,6 +146,12 @@ func (o Options) withDefaults() Options {
 	if o.BrokerBurst == 0 {
 		o.BrokerBurst = DefaultBrokerBurst
 	}
+	if o.CredentialsWarning == 0 {
+		o.CredentialsWarning = DefaultCredentialsWarning
+	}
+	if o.CredentialsCheckInterval == 0 {
+		o.CredentialsCheckInterval = DefaultCredentialsCheckInterval
+	}
 	return o
 }
 
@@ -148,6 +168,9 @@ func (o Options) validate() error {
 	}
 	if o.BrokerQPS > 0 && o.BrokerBurst < 1 {
 		errs = append(errs, fmt.Errorf("broker burst %d must be at least 1 when the broker QPS (%v) is limited", o.BrokerBurst, o.BrokerQPS))
+	}
+	if o.CredentialsWarning < 0 || o.CredentialsCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("broker credentials warning %s and check interval %s must not be negative", o.CredentialsWarning, o.CredentialsCheckInterval))
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent reconciles %d must be at least 1", o.MaxConcurrentReconciles))

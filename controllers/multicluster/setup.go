@@ -24,6 +24,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/apiclient"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/brokercreds"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 )
 
@@ -37,16 +38,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	creds := &credentialsWatcher{interval: opts.CredentialsCheckInterval,
+		policy: brokercreds.Policy{WarnBefore: opts.CredentialsWarning, Rewarn: time.Hour}}
 	if opts.BrokerConfig == nil {
 		cfg, err := clientcmd.BuildConfigFromFlags("", opts.BrokerKubeconfig)
 		if err != nil {
 			return fmt.Errorf("reading the broker kubeconfig %s: %w", opts.BrokerKubeconfig, err)
 		}
+		creds.path, creds.last = opts.BrokerKubeconfig, readOrNil(opts.BrokerKubeconfig)
 		opts.BrokerConfig = cfg
+	}
+	creds.current = rest.CopyConfig(opts.BrokerConfig)
+	brokerConfig := rest.CopyConfig(opts.BrokerConfig)
+	if creds.path != "" {
+		creds.token = swappableToken(brokerConfig)
 	}
 	// Each client gets its own copy and limiter: the cached client's bulk writes must not queue
 	// the Lease renewals that keep this member alive in its peers' eyes.
-	cachedConfig, directConfig := rest.CopyConfig(opts.BrokerConfig), rest.CopyConfig(opts.BrokerConfig)
+	cachedConfig, directConfig := rest.CopyConfig(brokerConfig), rest.CopyConfig(brokerConfig)
 	if err := apiclient.Throttle(cachedConfig, "broker", opts.BrokerQPS, opts.BrokerBurst); err != nil {
 		return err
 	}
@@ -81,6 +90,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	direct, err := client.New(directConfig, client.Options{Scheme: brokerScheme})
 	if err != nil {
 		return fmt.Errorf("broker client: %w", err)
+	}
+
+	creds.self, creds.reader, creds.elected, creds.now = self, mgr.GetAPIReader(), mgr.Elected(), time.Now
+	creds.recorder, creds.log = mgr.GetEventRecorder("fleetslice-multicluster"), log.WithName("credentials")
+	if err := mgr.Add(creds); err != nil {
+		return err
 	}
 
 	leaving := &atomic.Bool{}
