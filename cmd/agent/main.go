@@ -80,6 +80,9 @@ func main() {
 		log.Error(err, "unable to load a kubeconfig")
 		os.Exit(1)
 	}
+	// Where a node without kube-proxy finds its API server is the first thing to check when the
+	// agent never syncs: a Service IP here needs the agent's own rules to be reachable.
+	log.Info("API server", "host", cfg.Host)
 	if err := run(ctrl.SetupSignalHandler(), cfg, f, log); err != nil {
 		log.Error(err, "agent failed")
 		os.Exit(1)

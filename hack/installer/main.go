@@ -15,11 +15,12 @@ func main() {
 	img := flag.String("img", "ghcr.io/fleetslice/manager:latest", "manager image")
 	agentImg := flag.String("agent-img", "ghcr.io/fleetslice/agent:latest", "agent image")
 	dnsImg := flag.String("dns-img", "ghcr.io/fleetslice/dns:latest", "fleetslice-dns image")
+	agentAPIServer := flag.String("agent-api-server", "", "the API server's host:port for the agent, on clusters where it replaces kube-proxy (empty: the kubernetes Service)")
 	kustomize := flag.String("kustomize", "bin/kustomize", "kustomize binary")
 	out := flag.String("out", "dist", "output directory")
 	version := flag.String("version", "0.1.0", "the chart's appVersion")
 	flag.Parse()
-	if err := write(installer.Options{Root: ".", Kustomize: *kustomize, ManagerImage: *img, AgentImage: *agentImg, DNSImage: *dnsImg}, *out, *version); err != nil {
+	if err := write(installer.Options{Root: ".", Kustomize: *kustomize, ManagerImage: *img, AgentImage: *agentImg, DNSImage: *dnsImg, AgentAPIServer: *agentAPIServer}, *out, *version); err != nil {
 		fmt.Fprintln(os.Stderr, "installer:", err)
 		os.Exit(1)
 	}

@@ -67,7 +67,7 @@ appVersion: %q
 		if err != nil {
 			return nil, err
 		}
-		text := fillHoles(string(out), holes)
+		text := fillAPIServer(fillHoles(string(out), holes))
 		if kind == "Namespace" {
 			text = "{{- if .Values.createNamespace }}\n" + text + "{{- end }}\n"
 		}
@@ -121,6 +121,9 @@ func templatize(obj *unstructured.Unstructured, values map[string]any, holes map
 			repo, tag := splitImage(cm["image"].(string))
 			v["image"] = map[string]any{"repository": repo, "tag": tag}
 			cm["image"] = hole(holes, w.key, "image", false)
+			if w.container == AgentContainer {
+				chartAPIServer(cm, v)
+			}
 			for _, field := range containerSettings {
 				v[field] = emptyLike(field)
 				if cur, ok := cm[field]; ok {

@@ -38,6 +38,9 @@ type Options struct {
 	Kustomize string
 	// ManagerImage, AgentImage and DNSImage are IMG, AGENT_IMG and DNS_IMG.
 	ManagerImage, AgentImage, DNSImage string
+	// AgentAPIServer is the API server's host:port for the agent (SetAgentAPIServer); empty
+	// leaves the agent on the `kubernetes` Service, which needs kube-proxy beside it.
+	AgentAPIServer string
 }
 
 // Member returns every object of dist/install.yaml: the CRDs a member serves (mcs-api's, then
@@ -64,6 +67,11 @@ func Member(o Options) ([]*unstructured.Unstructured, error) {
 	}
 	if err := setImage(objs, "Deployment", DNSContainer, o.DNSImage); err != nil {
 		return nil, err
+	}
+	if o.AgentAPIServer != "" {
+		if err := SetAgentAPIServer(objs, o.AgentAPIServer); err != nil {
+			return nil, err
+		}
 	}
 	return objs, nil
 }
