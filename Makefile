@@ -53,11 +53,11 @@ k8s-binaries: ## Build etcd, kube-apiserver, kube-controller-manager, kube-sched
 	@hack/k8s-binaries.sh
 
 .PHONY: kube-proxy
-kube-proxy: ## Build kube-proxy (only the agent bench runs it, beside the agent; first run only).
+kube-proxy: ## Build kube-proxy (the agent bench runs it beside the agent, test/kubeproxy instead of it; first run only).
 	@hack/k8s-binaries.sh kube-proxy
 
 .PHONY: test
-test: vet k8s-binaries kustomize ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
+test: vet k8s-binaries kube-proxy kustomize ## Run every test: unit, envtest integration, local ClusterSet and dataplane tests.
 	KUSTOMIZE=$(KUSTOMIZE) KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(K8S_BIN_DIR)}" go test -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 
 # The full fault suite: test/chaos at full size (1,000-Pod rollouts, a 60 s broker outage) and the
