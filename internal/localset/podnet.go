@@ -30,6 +30,9 @@ type PodNetwork struct {
 	Runtimes map[string]*podnet.Runtime
 	// Agents are the node agents, one per Node, by Node name.
 	Agents map[string]*Process
+	// KubeProxies are the kube-proxies, by Node name, of the members WithKubeProxy named: their
+	// Nodes run kube-proxy instead of an agent.
+	KubeProxies map[string]*Process
 
 	cs         *ClusterSet
 	forwarders []*netns.Forwarder
@@ -41,16 +44,47 @@ type PodNetwork struct {
 // falls back to dry-run agents when it is not empty.
 func PodNetworkMissing() []string { return podnet.Missing() }
 
+// PodNetworkOption changes what StartPodNetwork runs on the Nodes.
+type PodNetworkOption func(*podNetworkOptions)
+
+type podNetworkOptions struct {
+	kubeProxy map[string]string // kube-proxy binary by member
+}
+
+// WithKubeProxy has every Node of member run stock kube-proxy (binary, in nftables mode)
+// instead of the node agent, as a cluster that keeps kube-proxy and runs no agent would:
+// the derived Services and imported EndpointSlices of its imports are then all that carries
+// ClusterSet traffic out of it.
+func WithKubeProxy(member, binary string) PodNetworkOption {
+	return func(o *podNetworkOptions) {
+		if o.kubeProxy == nil {
+			o.kubeProxy = map[string]string{}
+		}
+		o.kubeProxy[member] = binary
+	}
+}
+
 // StartPodNetwork creates the pod network of every member's Nodes, runs a node agent in each
-// Node's namespace (binDir/agent, programming nftables over netlink) and starts running Pods.
-// Pods resolve names through their member's DNS when Up planned one that exec'd commands use.
-func (cs *ClusterSet) StartPodNetwork(ctx context.Context, binDir string, log io.Writer) (pn *PodNetwork, err error) {
+// Node's namespace (binDir/agent, programming nftables over netlink; kube-proxy instead on the
+// members WithKubeProxy names) and starts running Pods. Pods resolve names through their
+// member's DNS when Up planned one that exec'd commands use.
+func (cs *ClusterSet) StartPodNetwork(ctx context.Context, binDir string, log io.Writer, opts ...PodNetworkOption) (pn *PodNetwork, err error) {
+	var o podNetworkOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for member := range o.kubeProxy {
+		if !slices.Contains(cs.Members, member) {
+			return nil, fmt.Errorf("kube-proxy asked for on %q, which is not a member (members: %v)", member, cs.Members)
+		}
+	}
 	network, err := podnet.New()
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	pn = &PodNetwork{Network: network, Runtimes: map[string]*podnet.Runtime{}, Agents: map[string]*Process{}, cs: cs, cancel: cancel}
+	pn = &PodNetwork{Network: network, Runtimes: map[string]*podnet.Runtime{}, Agents: map[string]*Process{},
+		KubeProxies: map[string]*Process{}, cs: cs, cancel: cancel}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, pn.Stop())
@@ -66,19 +100,30 @@ func (cs *ClusterSet) StartPodNetwork(ctx context.Context, binDir string, log io
 	for i := range cs.Members {
 		podCIDRs = append(podCIDRs, fmt.Sprintf("10.%d.0.0/16", i+1))
 	}
-	for _, member := range cs.Members {
-		if err := pn.startMember(ctx, member, binDir, strings.Join(podCIDRs, ",")); err != nil {
+	for i, member := range cs.Members {
+		proxy := nodeProxy{agent: filepath.Join(binDir, "agent"), podCIDRs: strings.Join(podCIDRs, ",")}
+		if bin, ok := o.kubeProxy[member]; ok {
+			proxy = nodeProxy{kubeProxy: bin, podCIDRs: podCIDRs[i]}
+		}
+		if err := pn.startMember(ctx, member, proxy); err != nil {
 			return pn, fmt.Errorf("%s: %w", member, err)
 		}
 	}
 	if log != nil {
-		fmt.Fprintf(log, "pod network %s: %d Nodes, each with a node agent programming its nftables\n",
-			network.Prefix, len(pn.Agents))
+		fmt.Fprintf(log, "pod network %s: %d Nodes with a node agent, %d with kube-proxy, each programming its nftables\n",
+			network.Prefix, len(pn.Agents), len(pn.KubeProxies))
 	}
 	return pn, nil
 }
 
-func (pn *PodNetwork) startMember(ctx context.Context, member, binDir, podCIDRs string) error {
+// nodeProxy is what programs a member's Nodes: the agent, or kube-proxy when kubeProxy is set.
+// podCIDRs is the agent's --pod-cidr (every member's CIDR, comma-separated) or kube-proxy's
+// --cluster-cidr (the member's own: kube-proxy takes one CIDR per IP family).
+type nodeProxy struct {
+	agent, kubeProxy, podCIDRs string
+}
+
+func (pn *PodNetwork) startMember(ctx context.Context, member string, proxy nodeProxy) error {
 	cs := pn.cs
 	c, err := cs.Client(member)
 	if err != nil {
@@ -112,9 +157,17 @@ func (pn *PodNetwork) startMember(ctx context.Context, member, binDir, podCIDRs 
 			return err
 		}
 		pn.forwarders = append(pn.forwarders, fwd)
-		agent, err := cs.StartProcess("agent-"+n.Name, "ip", "netns", "exec", node.Netns, filepath.Join(binDir, "agent"),
+		if proxy.kubeProxy != "" {
+			p, err := pn.startKubeProxy(member, n.Name, node.Netns, proxy)
+			if err != nil {
+				return err
+			}
+			pn.KubeProxies[n.Name] = p
+			continue
+		}
+		agent, err := cs.StartProcess("agent-"+n.Name, "ip", "netns", "exec", node.Netns, proxy.agent,
 			"--kubeconfig", cs.Kubeconfig, "--context", Context(member), "--node-name", n.Name,
-			"--ip-families", "IPv4", "--pod-cidr", podCIDRs,
+			"--ip-families", "IPv4", "--pod-cidr", proxy.podCIDRs,
 			"--metrics-bind-address=0", "--health-probe-bind-address=0")
 		if err != nil {
 			return err
@@ -156,6 +209,9 @@ func (pn *PodNetwork) Stop() error {
 	}
 	for _, a := range pn.Agents {
 		errs = append(errs, a.Stop(10*time.Second))
+	}
+	for _, p := range pn.KubeProxies {
+		errs = append(errs, p.Stop(10*time.Second))
 	}
 	for _, f := range pn.forwarders {
 		errs = append(errs, f.Close())
