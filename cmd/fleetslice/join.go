@@ -51,30 +51,54 @@ func loadConfig(path, context string) (*rest.Config, error) {
 
 func newJoinCommand() *cobra.Command {
 	f := &joinFlags{}
+	var renew bool
 	cmd := &cobra.Command{
-		Use:   "join --broker-kubeconfig B --kubeconfig M --cluster-id ID",
+		Use:   "join --broker-kubeconfig B --kubeconfig M (--cluster-id ID | --renew)",
 		Short: "Join a member cluster (fleetslice installed from dist/install.yaml) to a ClusterSet's broker",
 		Long: `join creates the member's identity in the broker (a ServiceAccount bound to the member Role,
 writing only its own cluster's records), stores a kubeconfig with its token as Secret
 fleetslice-broker-kubeconfig in the member, sets the member's ClusterProperty objects and restarts
-the manager. Run again to renew the token. A cluster id held by another member is refused and
-nothing is written.`,
+the manager. A cluster id held by another member is refused and nothing is written; of two joins
+racing for one id, exactly one wins and the other is refused, naming the winner.
+
+Run again, or with --renew (which reads the id, broker namespace and address from the member), to
+renew the token: the manager takes the new one up from its mounted Secret without a restart, and
+imports keep flowing. The old token stays valid until it expires.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !renew && f.opts.ClusterID == "" {
+				return fmt.Errorf("name the member with --cluster-id, or renew a joined member's token with --renew")
+			}
 			if err := f.configs(); err != nil {
 				return err
 			}
-			if err := join.Join(cmd.Context(), f.opts); err != nil {
+			var res join.Result
+			var err error
+			if renew {
+				res, err = join.Renew(cmd.Context(), f.opts)
+			} else {
+				res, err = join.Apply(cmd.Context(), f.opts)
+			}
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "joined %s to the ClusterSet; its manager restarts with multi-cluster services on\n", f.opts.ClusterID)
+			out := cmd.OutOrStdout()
+			expires := "carries no expiry"
+			if !res.Expires.IsZero() {
+				expires = "expires " + res.Expires.Format(time.RFC3339)
+			}
+			if res.Renewed {
+				fmt.Fprintf(out, "renewed the broker token (%s); the manager takes it up without a restart once the kubelet refreshes its Secret (about a minute)\n", expires)
+				return nil
+			}
+			fmt.Fprintf(out, "joined %s to the ClusterSet (token %s); its manager restarts with multi-cluster services on\n", f.opts.ClusterID, expires)
 			return nil
 		},
 	}
 	f.bind(cmd)
-	cmd.Flags().StringVar(&f.opts.BrokerServer, "broker-server", "", "the broker's address as the member's manager reaches it (default: the server in --broker-kubeconfig)")
+	cmd.Flags().BoolVar(&renew, "renew", false, "renew the token of a member that has joined, from what the member holds (no --cluster-id needed)")
+	cmd.Flags().StringVar(&f.opts.BrokerServer, "broker-server", "", "the broker's address as the member's manager reaches it (default: the server in --broker-kubeconfig; with --renew, the one the member uses)")
 	cmd.Flags().DurationVar(&f.opts.TokenExpiration, "token-expiration", 365*24*time.Hour, "lifetime asked of the member's broker token (the broker may cap it)")
-	_ = cmd.MarkFlagRequired("cluster-id")
 	return cmd
 }
 

@@ -40,8 +40,11 @@ const (
 	// DefaultMemberNamespace is where dist/install.yaml puts fleetslice.
 	DefaultMemberNamespace = "fleetslice-system"
 	// ClusterSetPropertyName is the ClusterProperty naming the ClusterSet (KEP-2149).
-	ClusterSetPropertyName = "clusterset.k8s.io"
-	restartAnnotation      = "fleetslice.io/restarted-by-join"
+	ClusterSetPropertyName = multicluster.ClusterSetPropertyName
+	// ExpiresAnnotation on the member Secret says when its token expires, for people reading it;
+	// the manager reads the expiry from the token itself.
+	ExpiresAnnotation = "fleetslice.io/broker-token-expires"
+	restartAnnotation = "fleetslice.io/restarted-by-join"
 )
 
 // Options say which member joins which broker.
@@ -92,50 +95,84 @@ func connect(ctx context.Context, o Options) (c clients, uid string, err error) 
 	return c, uid, err
 }
 
+// Result says what a join did.
+type Result struct {
+	// Expires is when the issued token expires (zero when the broker issued one without exp).
+	Expires time.Time
+	// Renewed: the member had this broker's kubeconfig already, and only its token changed.
+	Renewed bool
+	// Restarted: the manager was rolled to start (or stop) its multi-cluster controllers. A
+	// renewal does not restart it: the manager takes the new token up from its mounted Secret.
+	Restarted bool
+}
+
 // Join adds the member to the ClusterSet, or refreshes its token when it has joined before. It
 // refuses, writing nothing, when another cluster holds the id or the member already has another.
 func Join(ctx context.Context, o Options) error {
+	_, err := Apply(ctx, o)
+	return err
+}
+
+// Apply is Join, telling what it did.
+func Apply(ctx context.Context, o Options) (Result, error) {
 	o = o.withDefaults()
 	c, uid, err := connect(ctx, o)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	if err := checkBroker(ctx, c.broker, o, uid); err != nil {
-		return err
+		return Result{}, err
 	}
 	if err := checkMember(ctx, c.member, o); err != nil {
-		return err
+		return Result{}, err
+	}
+	previous, err := storedKubeconfig(ctx, c.member, o.MemberNamespace)
+	if err != nil {
+		return Result{}, err
 	}
 
+	// The ServiceAccount is claimed first and by create alone: of two joins racing for one id,
+	// only one creates it, and the other is refused before it writes anything.
+	if err := claimIdentity(ctx, c.broker, o, uid); err != nil {
+		return Result{}, err
+	}
 	for _, obj := range broker.MemberObjects(o.BrokerNamespace, o.ClusterID) {
-		if sa, ok := obj.(*corev1.ServiceAccount); ok {
-			metav1.SetMetaDataAnnotation(&sa.ObjectMeta, MemberUIDAnnotation, uid)
+		if _, ok := obj.(*corev1.ServiceAccount); ok {
+			continue
 		}
 		if err := broker.CreateOrUpdate(ctx, c.broker, obj); err != nil {
-			return fmt.Errorf("writing the member's broker identity: %w", err)
+			return Result{}, fmt.Errorf("writing the member's broker identity: %w", err)
 		}
 	}
 	kubeconfig, err := broker.IssueKubeconfig(ctx, c.broker, o.Broker, o.BrokerNamespace, o.ClusterID,
 		broker.Options{Server: o.BrokerServer, TokenExpiration: o.TokenExpiration})
 	if err != nil {
-		return err
+		return Result{}, err
 	}
+	res := Result{Renewed: sameBroker(previous, kubeconfig)}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: SecretName, Namespace: o.MemberNamespace,
 			Labels: map[string]string{"app.kubernetes.io/part-of": "fleetslice"}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{SecretKey: kubeconfig},
 	}
+	if res.Expires = tokenExpiry(kubeconfig); !res.Expires.IsZero() {
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, ExpiresAnnotation, res.Expires.Format(time.RFC3339))
+	}
 	if err := broker.CreateOrUpdate(ctx, c.member, secret); err != nil {
-		return fmt.Errorf("storing the broker kubeconfig in the member: %w", err)
+		return res, fmt.Errorf("storing the broker kubeconfig in the member: %w", err)
 	}
 	if err := clusterid.Ensure(ctx, c.member, o.ClusterID); err != nil {
-		return err
+		return res, err
 	}
 	if err := broker.CreateOrUpdate(ctx, c.member, clusterProperty(ClusterSetPropertyName, o.BrokerNamespace)); err != nil {
-		return err
+		return res, err
 	}
-	return restartManager(ctx, c.member, o.MemberNamespace)
+	if res.Renewed {
+		return res, nil
+	}
+	res.Restarted = true
+	return res, restartManager(ctx, c.member, o.MemberNamespace)
 }
 
 // Leave takes the member out of the ClusterSet: its records, endpoint copies and Lease in the
@@ -199,10 +236,14 @@ func checkBroker(ctx context.Context, c client.Client, o Options, uid string) er
 		return err
 	}
 	if owner != uid {
-		return fmt.Errorf("cluster id %q is already used by another member of the ClusterSet (kube-system UID %q, this cluster's is %s); choose another id, or run fleetslice leave for that cluster first",
-			o.ClusterID, owner, uid)
+		return heldByAnother(o.ClusterID, owner, uid)
 	}
 	return nil
+}
+
+func heldByAnother(id, owner, uid string) error {
+	return fmt.Errorf("cluster id %q is already used by another member of the ClusterSet (kube-system UID %q, this cluster's is %s); choose another id, or run fleetslice leave for that cluster first",
+		id, owner, uid)
 }
 
 // identityOwner reads the cluster's broker ServiceAccount and the member UID recorded on it.
