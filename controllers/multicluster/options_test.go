@@ -17,7 +17,8 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 	got := Options{BrokerConfig: &rest.Config{}}.withDefaults()
 	if got.LeaseDuration != DefaultLeaseDuration || got.RenewInterval != DefaultLeaseDuration/3 ||
 		got.BrokerNamespace == "" || got.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles ||
-		got.BrokerQPS != DefaultBrokerQPS || got.BrokerBurst != DefaultBrokerBurst {
+		got.BrokerQPS != DefaultBrokerQPS || got.BrokerBurst != DefaultBrokerBurst ||
+		got.CredentialsWarning != 30*24*time.Hour || got.CredentialsCheckInterval != time.Minute {
 		t.Fatalf("defaults %+v", got)
 	}
 	if err := got.validate(); err != nil {
@@ -33,6 +34,8 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		{"renewing slower than the lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 3 * time.Second, RenewInterval: 3 * time.Second}, "renew interval"},
 		{"no workers", Options{BrokerConfig: &rest.Config{}, MaxConcurrentReconciles: -1}, "concurrent"},
 		{"limited broker QPS without a burst", Options{BrokerConfig: &rest.Config{}, BrokerQPS: 10, BrokerBurst: -1}, "broker burst"},
+		{"negative credentials warning", Options{BrokerConfig: &rest.Config{}, CredentialsWarning: -time.Hour}, "credentials warning"},
+		{"negative credentials check interval", Options{BrokerConfig: &rest.Config{}, CredentialsCheckInterval: -time.Second}, "check interval"},
 	}
 	for _, tc := range tests {
 		err := tc.opts.withDefaults().validate()
@@ -50,13 +53,13 @@ func TestBindFlags(t *testing.T) {
 		t.Fatal("no broker given, yet enabled")
 	}
 	err := fs.Parse([]string{"--cluster-id=east", "--broker-kubeconfig=/k", "--cluster-lease-duration=9s", "--leave-on-shutdown",
-		"--broker-api-qps=-1", "--broker-api-burst=7"})
+		"--broker-api-qps=-1", "--broker-api-burst=7", "--broker-credentials-warning=240h", "--broker-credentials-check-interval=10s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts = opts.withDefaults()
 	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.RenewInterval != 3*time.Second || !opts.LeaveOnShutdown ||
-		opts.BrokerQPS != -1 || opts.BrokerBurst != 7 {
+		opts.BrokerQPS != -1 || opts.BrokerBurst != 7 || opts.CredentialsWarning != 240*time.Hour || opts.CredentialsCheckInterval != 10*time.Second {
 		t.Fatalf("parsed %+v", opts)
 	}
 	if err := opts.validate(); err != nil {
