@@ -3,6 +3,9 @@ package install_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -98,6 +101,21 @@ var _ = Describe("fleetslice as installed", Ordered, func() {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(table).To(ContainSubstring(si.Spec.IPs[0]))
 			}).Should(Succeed(), "member %s; agent log:\n%s", m.id, m.agent.log.String())
+		}
+	})
+
+	It("has each agent reach its API server at the address the install gave, the kubernetes Service's IP unreachable", func() {
+		for _, m := range members() {
+			var err error
+			m.ns.Do(func() {
+				var conn net.Conn
+				if conn, err = net.DialTimeout("tcp", net.JoinHostPort(m.serviceIP, "443"), 2*time.Second); err == nil {
+					conn.Close()
+				}
+			})
+			Expect(err).To(HaveOccurred(), "the kubernetes Service's IP %s answers in the agent's namespace of %s", m.serviceIP, m.id)
+			Expect(m.agent.log.String()).To(And(ContainSubstring(`"host":"`+strings.TrimSuffix(m.env.Config.Host, "/")+`"`), Not(ContainSubstring(m.serviceIP+":443"))),
+				"agent of %s", m.id)
 		}
 	})
 

@@ -39,6 +39,8 @@ type installedMember struct {
 	ns             *netns.Namespace
 	mirrors        []net.Listener
 	manager, agent *process
+	// serviceIP is the `kubernetes` Service's IP, unreachable in ns.
+	serviceIP string
 }
 
 type process struct {
@@ -91,10 +93,55 @@ func (m *installedMember) start(ctx context.Context) {
 	command := containerCommand(m.objs, "Deployment", installer.ManagerContainer)
 	m.manager = m.run(managerFS, image.NonRootUser, inCluster, command)
 
+	// The agent replaces kube-proxy: nothing translates the `kubernetes` Service's IP on its node
+	// but the agent itself. The kubelet's variables name that IP; the route to it is unreachable
+	// in the namespace, so the agent syncs only through the address its DaemonSet sets.
+	kubernetes := &corev1.Service{}
+	Expect(m.env.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, kubernetes)).To(Succeed())
+	m.serviceIP = kubernetes.Spec.ClusterIP
+	_, err = m.ns.Command("", "ip", "route", "add", "unreachable", m.serviceIP)
+	Expect(err).NotTo(HaveOccurred())
+	kubeletEnv := []string{"KUBERNETES_SERVICE_HOST=" + m.serviceIP, "KUBERNETES_SERVICE_PORT=443"}
+
 	agentFS := m.rootFS(ctx, agentRootFS, "fleetslice-agent", nil)
 	command = containerCommand(m.objs, "DaemonSet", installer.AgentContainer)
-	env := append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODE_NAME=" + nodeName(zones[0])}, inCluster...)
+	env := append(append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, kubeletEnv...),
+		containerEnv(m.objs, "DaemonSet", installer.AgentContainer, nodeName(zones[0]))...)
 	m.agent = m.run(agentFS, "", env, command)
+}
+
+// containerEnv is a workload container's env as the kubelet gives it on node: literal values
+// and the Node's name, the only field the installed workloads refer to. Later entries win
+// when the environment is read, so these override the kubelet's own variables before them.
+func containerEnv(objs []*unstructured.Unstructured, kind, container, node string) []string {
+	for _, obj := range objs {
+		if obj.GetKind() != kind {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		Expect(err).NotTo(HaveOccurred())
+		for _, c := range containers {
+			cm := c.(map[string]any)
+			if cm["name"] != container {
+				continue
+			}
+			var out []string
+			items, _ := cm["env"].([]any)
+			for _, item := range items {
+				e := item.(map[string]any)
+				value, isLiteral := e["value"].(string)
+				if !isLiteral {
+					field, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath")
+					Expect(field).To(Equal("spec.nodeName"), "env %v of %s %s", e["name"], kind, container)
+					value = node
+				}
+				out = append(out, e["name"].(string)+"="+value)
+			}
+			return out
+		}
+	}
+	Fail("no " + kind + " container " + container + " in the installed objects")
+	return nil
 }
 
 // rootFS copies an image's root filesystem and adds what the kubelet would mount: the projected

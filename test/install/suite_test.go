@@ -8,6 +8,7 @@ package install_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,26 +74,39 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	brokerObjs := decodeFile(filepath.Join(root, "dist", "broker.yaml"))
 	apply(ctx, brokerEnv.Client, brokerObjs)
 
-	installYAML := decodeFile(filepath.Join(root, "dist", "install.yaml"))
 	helm, err := k8sbin.Path(k8sbin.Helm)
 	Expect(err).NotTo(HaveOccurred())
-	rendered, err := exec.Command(helm, "template", "fleetslice", filepath.Join(root, "dist", "chart"),
-		"--namespace", installer.Namespace, "--include-crds").Output()
-	Expect(err).NotTo(HaveOccurred())
-	chartObjs, err := installer.Decode(rendered)
-	Expect(err).NotTo(HaveOccurred())
+	// The agent replaces kube-proxy, so it is given the API server's own address, as a platform
+	// team gives it: install.yaml as `installer --agent-api-server` writes it (the shipped file
+	// and SetAgentAPIServer, the flag's whole effect), the chart with agent.apiServer.
+	fromDist := func(apiServer string) []*unstructured.Unstructured {
+		objs := decodeFile(filepath.Join(root, "dist", "install.yaml"))
+		Expect(installer.SetAgentAPIServer(objs, apiServer)).To(Succeed())
+		return objs
+	}
+	fromHelm := func(apiServer string) []*unstructured.Unstructured {
+		rendered, err := exec.Command(helm, "template", "fleetslice", filepath.Join(root, "dist", "chart"),
+			"--namespace", installer.Namespace, "--include-crds", "--set-string", "agent.apiServer="+apiServer).Output()
+		Expect(err).NotTo(HaveOccurred())
+		objs, err := installer.Decode(rendered)
+		Expect(err).NotTo(HaveOccurred())
+		return objs
+	}
 
 	for _, spec := range []struct {
 		target **installedMember
 		id     string
-		objs   []*unstructured.Unstructured
-	}{{&fromYAML, "yaml", installYAML}, {&fromChart, "chart", chartObjs}} {
+		objs   func(apiServer string) []*unstructured.Unstructured
+	}{{&fromYAML, "yaml", fromDist}, {&fromChart, "chart", fromHelm}} {
 		env, err := testenv.StartWithAdmission("member-"+spec.id, []string{"OwnerReferencesPermissionEnforcement"}, property...)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(env.Stop)
-		apply(ctx, env.Client, spec.objs)
+		apiServer, err := url.Parse(env.Config.Host)
+		Expect(err).NotTo(HaveOccurred())
+		objs := spec.objs(apiServer.Host)
+		apply(ctx, env.Client, objs)
 		Expect(join.Join(ctx, join.Options{Broker: brokerEnv.Config, Member: env.Config, ClusterID: spec.id})).To(Succeed())
-		m := &installedMember{id: spec.id, env: env, objs: spec.objs}
+		m := &installedMember{id: spec.id, env: env, objs: objs}
 		*spec.target = m
 		m.start(ctx)
 		DeferCleanup(m.stop)
@@ -105,7 +119,7 @@ func buildImages(ctx context.Context, root string) {
 	Expect(err).NotTo(HaveOccurred())
 	out := GinkgoT().TempDir()
 	b := image.Build{Root: root, OutDir: out, ManagerRef: "example.test/manager:e2e", AgentRef: "example.test/agent:e2e",
-		Lock: filepath.Join(root, "hack", "image", "agent-packages.lock"), CacheDir: image.DefaultCacheDir(), Meta: meta}
+		Meta: meta}
 	results, err := b.Run(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range results {
