@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
@@ -100,6 +101,7 @@ type credentialsWatcher struct {
 	log      logr.Logger
 	now      func() time.Time
 	seen     brokercreds.Seen
+	lastErr  string
 }
 
 // NeedLeaderElection is false: every replica's broker clients need the renewed token. Only
@@ -122,8 +124,12 @@ func (w *credentialsWatcher) Start(ctx context.Context) error {
 func (w *credentialsWatcher) check(ctx context.Context) {
 	w.reload()
 	expiry, known, err := brokercreds.Expiry(w.current.BearerToken, w.current.CertData)
-	if err != nil {
-		w.log.Error(err, "cannot tell when the broker credentials expire")
+	// Said once per distinct problem, not at every check.
+	if msg := errString(err); msg != w.lastErr {
+		w.lastErr = msg
+		if err != nil {
+			w.log.Error(err, "cannot tell when the broker credentials expire")
+		}
 	}
 	if known {
 		credentialsExpiry.WithLabelValues(w.self).Set(float64(expiry.Unix()))
@@ -145,9 +151,9 @@ func (w *credentialsWatcher) check(ctx context.Context) {
 	if target == nil {
 		return
 	}
-	kind := "Normal"
+	kind := corev1.EventTypeNormal
 	if ev.Warning {
-		kind = "Warning"
+		kind = corev1.EventTypeWarning
 	}
 	w.recorder.Eventf(target, nil, kind, ev.Reason, "CheckBrokerCredentials", "%s", ev.Note)
 }
@@ -208,4 +214,11 @@ func readOrNil(path string) []byte {
 		return nil
 	}
 	return data
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
