@@ -1,9 +1,8 @@
 // Command image builds, loads and pushes fleetslice's container images without a container
-// runtime (make docker-build, make docker-push), and pins the agent's Debian packages.
+// runtime (make docker-build, make docker-push), from the Go module proxy alone.
 //
-//	go run ./hack/image build --img IMG --agent-img AGENT_IMG --dns-img DNS_IMG --out dist
+//	go run ./hack/image build --registry REGISTRY --tag VERSION [--img IMG --agent-img AGENT_IMG --dns-img DNS_IMG] --platforms linux/amd64,linux/arm64 --out dist
 //	go run ./hack/image push --out dist
-//	go run ./hack/image lock
 package main
 
 import (
@@ -16,50 +15,42 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/fleetslice/fleetslice/internal/image"
 )
 
-// nftPackages are nft and every library it loads on Debian bookworm (ldd /usr/sbin/nft).
-var nftPackages = []string{
-	"nftables", "libnftables1", "libedit2", "libc6", "libmnl0", "libnftnl11", "libxtables12",
-	"libjansson4", "libgmp10", "libtinfo6", "libbsd0", "libmd0",
-}
-
-const lockHeader = `# Debian bookworm (amd64) packages that make up the agent image's nft: the program and every
-# shared library it loads (ldd /usr/sbin/nft). Pinned by version and verified by SHA-256, so two
-# builds of one commit give the same image. ` + "`go run ./hack/image lock`" + ` rewrites this file from
-# what apt offers now (after a Debian point release replaced one of these versions).
-# package	version	sha256
-`
+// archives are what build writes and push sends, in this order.
+var archives = []image.Kind{image.ManagerKind, image.AgentKind, image.DNSKind}
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: image build|push|lock [flags]")
+		fmt.Fprintln(os.Stderr, "usage: image build|push [flags]")
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
-	out := fs.String("out", "dist", "directory of the image archives")
-	img := fs.String("img", "ghcr.io/fleetslice/manager:latest", "manager image reference")
-	agentImg := fs.String("agent-img", "ghcr.io/fleetslice/agent:latest", "agent image reference")
-	dnsImg := fs.String("dns-img", "ghcr.io/fleetslice/dns:latest", "fleetslice-dns image reference (empty: do not build it)")
-	lock := fs.String("lock", "hack/image/agent-packages.lock", "pinned Debian packages of the agent image")
-	cache := fs.String("cache", image.DefaultCacheDir(), "download cache of Debian packages")
+	out := fs.String("out", "dist", "directory of the image archives and of "+image.DigestsFile)
+	registry := fs.String("registry", image.DefaultRegistry, "registry and path the images are named under (REGISTRY)")
+	tag := fs.String("tag", "", "tag of every image (VERSION); empty: the release in pkg/version")
+	img := fs.String("img", "", "manager image reference (IMG); empty: REGISTRY/manager:VERSION")
+	agentImg := fs.String("agent-img", "", "agent image reference (AGENT_IMG); empty: REGISTRY/agent:VERSION")
+	dnsImg := fs.String("dns-img", "", "fleetslice-dns image reference (DNS_IMG); empty: REGISTRY/dns:VERSION")
+	platforms := fs.String("platforms", image.DefaultPlatforms, "platforms each image index holds (PLATFORMS)")
 	load := fs.Bool("load", true, "load the images into docker or podman when one of them answers")
 	_ = fs.Parse(os.Args[2:])
 
 	var err error
 	switch os.Args[1] {
 	case "build":
-		err = build(*out, *img, *agentImg, *dnsImg, *lock, *cache, *load)
+		var refs image.Refs
+		refs, err = image.ResolveRefs(*registry, *tag, image.Refs{Manager: *img, Agent: *agentImg, DNS: *dnsImg})
+		if err == nil {
+			err = build(*out, refs, *platforms, *load)
+		}
 	case "push":
 		err = push(*out)
-	case "lock":
-		err = writeLock(*lock, *cache)
 	default:
-		err = fmt.Errorf("unknown command %q: want build, push or lock", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want build or push", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
@@ -67,7 +58,11 @@ func main() {
 	}
 }
 
-func build(out, img, agentImg, dnsImg, lock, cache string, load bool) error {
+func build(out string, refs image.Refs, platformList string, load bool) error {
+	platforms, err := image.ParsePlatforms(platformList)
+	if err != nil {
+		return err
+	}
 	root, err := os.Getwd()
 	if err != nil {
 		return err
@@ -76,13 +71,17 @@ func build(out, img, agentImg, dnsImg, lock, cache string, load bool) error {
 	if err != nil {
 		return err
 	}
-	b := image.Build{Root: root, OutDir: out, ManagerRef: img, AgentRef: agentImg, DNSRef: dnsImg, Lock: lock, CacheDir: cache, Meta: meta}
+	b := image.Build{Root: root, OutDir: out, ManagerRef: refs.Manager, AgentRef: refs.Agent, DNSRef: refs.DNS, Platforms: platforms, Meta: meta}
 	results, err := b.Run(context.Background())
 	if err != nil {
 		return err
 	}
 	for _, r := range results {
-		fmt.Printf("%s\t%s\t%s\t%.1f MiB compressed\t%s\n", r.Name, r.Ref, r.Digest, float64(r.Size)/(1<<20), r.Path)
+		var sizes []string
+		for i, p := range r.Platforms {
+			sizes = append(sizes, fmt.Sprintf("%s %.1f MiB", p, float64(r.Sizes[i])/(1<<20)))
+		}
+		fmt.Printf("%s\t%s\t%s\t%s\t%s\n", r.Name, r.Ref, r.Digest, strings.Join(sizes, ", "), r.Path)
 		if load {
 			loadInto(r.Path)
 		}
@@ -111,39 +110,30 @@ func loadInto(path string) {
 }
 
 // push sends each archive in out to the registry of its reference, with the credentials docker
-// and podman logins leave behind (the default keychain).
+// and podman logins leave behind (the default keychain), and records the pushed digests in
+// out/image-digests.yaml for make build-installer to pin.
 func push(out string) error {
-	for _, n := range []string{"manager", "agent", "fleetslice-dns"} {
-		path := filepath.Join(out, n+".tar")
-		if _, err := os.Stat(path); n == "fleetslice-dns" && err != nil {
-			continue // built only when asked for
-		}
-		img, ref, cleanup, err := image.ReadOCIArchive(path)
-		if err != nil {
-			return fmt.Errorf("%w (run make docker-build first)", err)
-		}
-		tag, err := name.NewTag(ref)
-		if err == nil {
-			err = remote.Write(tag, img, remote.WithAuthFromKeychain(authn.DefaultKeychain))
-		}
-		cleanup()
-		if err != nil {
-			return fmt.Errorf("pushing %s to %s: %w", path, ref, err)
-		}
-		fmt.Printf("pushed %s\n", ref)
-	}
-	return nil
-}
-
-func writeLock(lock, cache string) error {
-	pkgs, err := image.Candidates(nftPackages, cache)
+	digests := filepath.Join(out, image.DigestsFile)
+	pushed, err := image.ReadPushed(digests)
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString(lockHeader)
-	for _, p := range pkgs {
-		fmt.Fprintf(&b, "%s\t%s\t%s\n", p.Name, p.Version, p.SHA256)
+	for _, k := range archives {
+		path := filepath.Join(out, k.Name+".tar")
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("%w (run make docker-build first)", err)
+		}
+		ref, digest, err := image.Push(path, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pushed %s@%s\n", ref, digest)
+		// Recorded at once: a later push that fails leaves the earlier ones pinned.
+		pushed[ref] = digest.String()
+		if err := pushed.Write(digests); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(lock, []byte(b.String()), 0o644)
+	fmt.Println("wrote", digests)
+	return nil
 }

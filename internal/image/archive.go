@@ -19,10 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// WriteOCIArchive writes img as an OCI image-layout tarball that `docker load`, `podman load` and
+// WriteOCIArchive writes idx as an OCI image-layout tarball that `docker load`, `podman load` and
 // `skopeo copy oci-archive:` accept, tagged ref. The archive's own entries are sorted and stamped
-// with mtime, so equal images give byte-identical files.
-func WriteOCIArchive(img v1.Image, ref, path string, mtime time.Time) error {
+// with mtime, so equal indexes give byte-identical files.
+func WriteOCIArchive(idx v1.ImageIndex, ref, path string, mtime time.Time) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", ref, err)
@@ -36,7 +36,7 @@ func WriteOCIArchive(img v1.Image, ref, path string, mtime time.Time) error {
 	if err != nil {
 		return err
 	}
-	err = p.AppendImage(img, layout.WithAnnotations(map[string]string{
+	err = p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		// containerd (docker load) reads the full name; OCI tools read the tag.
 		"io.containerd.image.name":          tag.Name(),
 		"org.opencontainers.image.ref.name": tag.TagStr(),
@@ -55,44 +55,87 @@ func WriteOCIArchive(img v1.Image, ref, path string, mtime time.Time) error {
 	return out.Close()
 }
 
-// ReadOCIArchive returns the image of an archive WriteOCIArchive wrote, with the reference it was
-// tagged with. The image reads its blobs from a temporary copy that cleanup removes.
-func ReadOCIArchive(path string) (img v1.Image, ref string, cleanup func(), err error) {
+// Archive is an archive WriteOCIArchive wrote, read back: its image index and the reference it
+// was tagged with. Its blobs are read from a temporary copy that Close removes.
+type Archive struct {
+	Index v1.ImageIndex
+	Ref   string
+	dir   string
+}
+
+// OpenArchive reads an archive WriteOCIArchive wrote.
+func OpenArchive(path string) (a *Archive, err error) {
 	dir, err := os.MkdirTemp("", "fleetslice-oci-")
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
 	defer func() {
 		if err != nil {
-			cleanup()
+			os.RemoveAll(dir)
 		}
 	}()
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
 	defer f.Close()
 	if err := Extract(f, dir); err != nil {
-		return nil, "", nil, fmt.Errorf("unpacking %s: %w", path, err)
+		return nil, fmt.Errorf("unpacking %s: %w", path, err)
 	}
-	idx, err := layout.ImageIndexFromPath(dir)
+	top, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, fmt.Errorf("%s is not an OCI image layout: %w", path, err)
 	}
-	im, err := idx.IndexManifest()
+	im, err := top.IndexManifest()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
-	if len(im.Manifests) != 1 {
-		return nil, "", nil, fmt.Errorf("%s holds %d images, want 1", path, len(im.Manifests))
+	if len(im.Manifests) != 1 || !im.Manifests[0].MediaType.IsIndex() {
+		return nil, fmt.Errorf("%s holds %d entries, want one image index (rebuild it with make docker-build)", path, len(im.Manifests))
 	}
 	desc := im.Manifests[0]
-	img, err = idx.Image(desc.Digest)
+	idx, err := top.ImageIndex(desc.Digest)
+	if err != nil {
+		return nil, err
+	}
+	return &Archive{Index: idx, Ref: desc.Annotations["io.containerd.image.name"], dir: dir}, nil
+}
+
+// Close removes the archive's temporary copy; images read from it stop working.
+func (a *Archive) Close() error { return os.RemoveAll(a.dir) }
+
+// Image returns the archive's image for platform p.
+func (a *Archive) Image(p v1.Platform) (v1.Image, error) {
+	im, err := a.Index.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var have []string
+	for _, desc := range im.Manifests {
+		if desc.Platform != nil && desc.Platform.Equals(p) {
+			return a.Index.Image(desc.Digest)
+		}
+		if desc.Platform != nil {
+			have = append(have, desc.Platform.String())
+		}
+	}
+	return nil, fmt.Errorf("%s has no image for %s, only for %s", a.Ref, p, strings.Join(have, ", "))
+}
+
+// ReadOCIArchive returns the image of an archive for the platform of the machine running it (the
+// one a test can run), with the reference the archive was tagged with. cleanup removes the
+// temporary copy the image reads its blobs from.
+func ReadOCIArchive(path string) (img v1.Image, ref string, cleanup func(), err error) {
+	a, err := OpenArchive(path)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return img, desc.Annotations["io.containerd.image.name"], cleanup, nil
+	img, err = a.Image(HostPlatform())
+	if err != nil {
+		a.Close()
+		return nil, "", nil, err
+	}
+	return img, a.Ref, func() { a.Close() }, nil
 }
 
 // Unpack writes img's root filesystem (every layer applied, whiteouts honoured) into dir.
@@ -223,8 +266,8 @@ func writeFile(path string, r io.Reader, mode os.FileMode) error {
 }
 
 // AddDevNull creates rootfs/dev/null, the one device node a container runtime always provides and
-// Go's os/exec opens for a child's missing stdin (the agent runs nft that way). Tests that run an
-// image's entrypoint with chroot need it.
+// Go's os/exec opens for a child's missing stdin. Tests that run an image's entrypoint with chroot
+// need it.
 func AddDevNull(rootfs string) error {
 	if err := os.MkdirAll(filepath.Join(rootfs, "dev"), 0o755); err != nil {
 		return err

@@ -11,20 +11,22 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
 )
 
 // Build says what `make docker-build` builds and where.
 type Build struct {
 	// Root is the repository's top directory.
 	Root string
-	// OutDir receives manager.tar and agent.tar.
+	// OutDir receives manager.tar, agent.tar and fleetslice-dns.tar.
 	OutDir string
 	// ManagerRef and AgentRef tag the images (IMG and AGENT_IMG).
 	ManagerRef, AgentRef string
 	// DNSRef tags the fleetslice-dns image (DNS_IMG); empty skips it.
 	DNSRef string
-	// Lock pins the agent's Debian packages; CacheDir keeps their downloads.
-	Lock, CacheDir string
+	// Platforms each image is built for, gathered into one index per image. Empty builds only
+	// the running machine's (HostPlatform): what a test can run, in half the time.
+	Platforms []v1.Platform
 	// Meta stamps the images; GitMeta reads it from the checkout.
 	Meta Meta
 }
@@ -32,21 +34,20 @@ type Build struct {
 // Result describes one written image archive.
 type Result struct {
 	Name, Ref, Path string
-	Digest          v1.Hash
-	// Size is the sum of the compressed layers, what a node pulls.
-	Size int64
+	// Digest is the image index's: what a push of the archive produces and what to pin.
+	Digest v1.Hash
+	// Platforms are the index's, in order, and Sizes the compressed size of each platform's
+	// image (what a node pulls).
+	Platforms []v1.Platform
+	Sizes     []int64
 }
 
-// Run builds the binaries and images and writes their archives: manager, agent, then
-// fleetslice-dns when DNSRef is set.
+// Run cross-compiles the binaries and writes one archive per image: manager, agent, then
+// fleetslice-dns when DNSRef is set. Nothing is fetched but Go modules.
 func (b Build) Run(ctx context.Context) ([]Result, error) {
-	pkgs, err := ReadLock(b.Lock)
-	if err != nil {
-		return nil, err
-	}
-	debs, err := Fetch(pkgs, b.CacheDir)
-	if err != nil {
-		return nil, err
+	platforms := b.Platforms
+	if len(platforms) == 0 {
+		platforms = []v1.Platform{HostPlatform()}
 	}
 	binDir, err := os.MkdirTemp("", "fleetslice-image-bin-")
 	if err != nil {
@@ -57,35 +58,48 @@ func (b Build) Run(ctx context.Context) ([]Result, error) {
 		return nil, err
 	}
 	type spec struct {
-		name, ref string
-		image     func(binary string) (v1.Image, error)
+		kind Kind
+		ref  string
 	}
-	specs := []spec{
-		{"manager", b.ManagerRef, func(bin string) (v1.Image, error) { return Manager(bin, b.Meta) }},
-		{"agent", b.AgentRef, func(bin string) (v1.Image, error) { return Agent(bin, debs, b.Meta) }},
-	}
+	specs := []spec{{ManagerKind, b.ManagerRef}, {AgentKind, b.AgentRef}}
 	if b.DNSRef != "" {
-		specs = append(specs, spec{"fleetslice-dns", b.DNSRef, func(bin string) (v1.Image, error) { return DNS(bin, b.Meta) }})
+		specs = append(specs, spec{DNSKind, b.DNSRef})
 	}
 	var results []Result
 	for _, spec := range specs {
-		bin := filepath.Join(binDir, spec.name)
-		if err := GoBinary(ctx, b.Root, "./cmd/"+spec.name, bin, b.Meta.Version); err != nil {
+		bins := make([]string, len(platforms))
+		// Two links at once: a link is mostly one core's work, and the platforms are independent.
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(2)
+		for i, p := range platforms {
+			bins[i] = filepath.Join(binDir, spec.kind.Name+"-"+strings.ReplaceAll(p.String(), "/", "-"))
+			g.Go(func() error {
+				return GoBinary(gctx, b.Root, "./cmd/"+spec.kind.Name, bins[i], b.Meta.Version, p)
+			})
+		}
+		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		img, err := spec.image(bin)
+		r := Result{Name: spec.kind.Name, Ref: spec.ref, Path: filepath.Join(b.OutDir, spec.kind.Name+".tar"), Platforms: platforms}
+		images := make([]v1.Image, len(platforms))
+		for i, p := range platforms {
+			if images[i], err = spec.kind.Image(bins[i], p, b.Meta); err != nil {
+				return nil, fmt.Errorf("assembling the %s image for %s: %w", spec.kind.Name, p, err)
+			}
+			size, err := compressedSize(images[i])
+			if err != nil {
+				return nil, err
+			}
+			r.Sizes = append(r.Sizes, size)
+		}
+		idx, err := Index(images, platforms)
 		if err != nil {
-			return nil, fmt.Errorf("assembling the %s image: %w", spec.name, err)
-		}
-		path := filepath.Join(b.OutDir, spec.name+".tar")
-		if err := WriteOCIArchive(img, spec.ref, path, b.Meta.Created); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", path, err)
-		}
-		r := Result{Name: spec.name, Ref: spec.ref, Path: path}
-		if r.Digest, err = img.Digest(); err != nil {
 			return nil, err
 		}
-		if r.Size, err = compressedSize(img); err != nil {
+		if err := WriteOCIArchive(idx, spec.ref, r.Path, b.Meta.Created); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", r.Path, err)
+		}
+		if r.Digest, err = idx.Digest(); err != nil {
 			return nil, err
 		}
 		results = append(results, r)
@@ -109,15 +123,24 @@ func compressedSize(img v1.Image) (int64, error) {
 	return total, nil
 }
 
-// GoBinary builds a static linux/amd64 binary of pkg with nothing in it that differs between
-// two builds of one commit (no paths, build id or VCS stamp), and the release stamped in.
-func GoBinary(ctx context.Context, root, pkg, out, version string) error {
+// GoBinary builds a static binary of pkg for platform p with nothing in it that differs between
+// two builds of one commit (no paths, build id or VCS stamp), and the release stamped in. cgo is
+// off, so cross-compiling needs no C toolchain and the binary needs no libc.
+func GoBinary(ctx context.Context, root, pkg, out, version string, p v1.Platform) error {
 	ldflags := "-s -w -buildid= -X github.com/fleetslice/fleetslice/pkg/version.Version=" + version
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
+	if p.Variant != "" {
+		switch p.Architecture {
+		case "arm":
+			cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(p.Variant, "v"))
+		case "amd64":
+			cmd.Env = append(cmd.Env, "GOAMD64="+p.Variant)
+		}
+	}
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %v: %s", pkg, err, strings.TrimSpace(string(output)))
+		return fmt.Errorf("go build %s for %s: %v: %s", pkg, p, err, strings.TrimSpace(string(output)))
 	}
 	return nil
 }

@@ -1,8 +1,8 @@
-// Package image builds fleetslice's container images without a container runtime or a network
-// registry: go-containerregistry assembles them from the static binaries (and, for the agent,
-// the Debian packages that make up nft), and writes them as OCI image-layout tarballs.
+// Package image builds fleetslice's container images without a container runtime, a registry or
+// any package archive: each image is one static Go binary on an empty base, cross-compiled for
+// every platform and gathered into one OCI image index, written as an OCI image-layout tarball.
 //
-// Builds are reproducible: every timestamp is the commit's, layers hold only fixed inputs, and
+// Builds are reproducible: every timestamp is the commit's, layers hold only the binary, and
 // the binaries are built with -trimpath and no build id, so one commit always gives one digest.
 package image
 
@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,8 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// NonRootUser is the manager's user and group: distroless's "nonroot", which no host account
-// is expected to share.
+// NonRootUser is the manager's and fleetslice-dns's user and group: distroless's "nonroot", which
+// no host account is expected to share.
 const NonRootUser = "65532:65532"
 
 // Meta is what every image records about its origin.
@@ -47,91 +46,86 @@ func (m Meta) labels(title string) map[string]string {
 	}
 }
 
-// Manager is the manager image: its static binary on an empty base, run as a non-root user.
-func Manager(binary string, m Meta) (v1.Image, error) {
-	return static(binary, "/manager", "fleetslice manager", m)
+// Kind is one of fleetslice's images: which command it holds and how it runs.
+type Kind struct {
+	// Name names the archive (dist/<Name>.tar) and the command (./cmd/<Name>).
+	Name string
+	// Path is where the binary sits in the image, its entrypoint.
+	Path string
+	// Title is the image's org.opencontainers.image.title.
+	Title string
+	// User runs the entrypoint; empty is root.
+	User string
 }
 
-// DNS is fleetslice-dns (CoreDNS with the clusterset plugin): its static binary on an empty base,
-// run as a non-root user; it listens on an unprivileged port (5353 in config/dns).
-func DNS(binary string, m Meta) (v1.Image, error) {
-	return static(binary, "/fleetslice-dns", "fleetslice-dns", m)
-}
+var (
+	// ManagerKind runs as a non-root user: it only talks to API servers.
+	ManagerKind = Kind{"manager", "/manager", "fleetslice manager", NonRootUser}
+	// AgentKind runs as root, because programming nftables over netlink needs CAP_NET_ADMIN in the
+	// node's network namespace (the DaemonSet drops every other capability). The agent's default
+	// netlink backend needs no nft program, so the image holds nothing else; its
+	// --nftables-backend=nft runs the node's nft and is not meant for this image.
+	AgentKind = Kind{"agent", "/agent", "fleetslice node agent", ""}
+	// DNSKind (CoreDNS with the clusterset plugin) runs as a non-root user; it listens on an
+	// unprivileged port (5353 in config/dns).
+	DNSKind = Kind{"fleetslice-dns", "/fleetslice-dns", "fleetslice-dns", NonRootUser}
+)
 
-func static(binary, path, title string, m Meta) (v1.Image, error) {
-	bin, err := binaryLayer(binary, path, m.Created)
+// Image is k's image for one platform: binary (built for that platform) on an empty base.
+func (k Kind) Image(binary string, p v1.Platform, m Meta) (v1.Image, error) {
+	content, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, err
 	}
-	return assemble([]layer{{bin, "the " + title + " binary"}}, v1.Config{
-		Entrypoint: []string{path},
-		User:       NonRootUser,
-		WorkingDir: "/",
-		Labels:     m.labels(title),
-	}, m.Created)
-}
-
-// Agent is the node agent image: its static binary plus one layer per Debian package of nft
-// (debs, in order), run as root because programming nftables needs CAP_NET_ADMIN in the node's
-// network namespace. knftables finds nft through PATH.
-func Agent(binary string, debs []string, m Meta) (v1.Image, error) {
-	var layers []layer
-	for _, deb := range debs {
-		l, err := debLayer(deb)
-		if err != nil {
-			return nil, err
-		}
-		layers = append(layers, layer{l, "Debian package " + filepath.Base(deb)})
-	}
-	bin, err := binaryLayer(binary, "/agent", m.Created)
+	bin, err := fileLayer(content, k.Path, m.Created)
 	if err != nil {
 		return nil, err
 	}
-	layers = append(layers, layer{bin, "the agent binary"})
-	return assemble(layers, v1.Config{
-		Entrypoint: []string{"/agent"},
-		Env:        []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
-		WorkingDir: "/",
-		Labels:     m.labels("fleetslice node agent"),
-	}, m.Created)
-}
-
-type layer struct {
-	v1.Layer
-	createdBy string
-}
-
-func assemble(layers []layer, cfg v1.Config, created time.Time) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	for _, l := range layers {
-		var err error
-		img, err = mutate.Append(img, mutate.Addendum{
-			Layer:     l.Layer,
-			MediaType: types.OCILayer,
-			History:   v1.History{Created: v1.Time{Time: created}, CreatedBy: "fleetslice image build: " + l.createdBy},
-		})
-		if err != nil {
-			return nil, err
-		}
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer:     bin,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: "fleetslice image build: the " + k.Title + " binary"},
+	})
+	if err != nil {
+		return nil, err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS = "amd64", "linux"
-	cf.Created = v1.Time{Time: created}
-	cf.Config = cfg
+	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
+	cf.Created = v1.Time{Time: m.Created}
+	cf.Config = v1.Config{
+		Entrypoint: []string{k.Path},
+		User:       k.User,
+		WorkingDir: "/",
+		Labels:     m.labels(k.Title),
+	}
 	return mutate.ConfigFile(img, cf)
 }
 
-// binaryLayer holds one executable at path, owned by root, stamped with created.
-func binaryLayer(binary, path string, created time.Time) (v1.Layer, error) {
-	content, err := os.ReadFile(binary)
-	if err != nil {
-		return nil, err
+// Index gathers one image per platform into an OCI image index, each entry carrying its
+// platform so a runtime pulls only its own.
+func Index(images []v1.Image, platforms []v1.Platform) (v1.ImageIndex, error) {
+	if len(images) != len(platforms) || len(images) == 0 {
+		return nil, fmt.Errorf("an index needs one image per platform, got %d images for %d platforms", len(images), len(platforms))
 	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for i, img := range images {
+		p := platforms[i]
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &p},
+		})
+	}
+	return idx, nil
+}
+
+// fileLayer holds one executable at path, owned by root, stamped with created.
+func fileLayer(content []byte, path string, created time.Time) (v1.Layer, error) {
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
 	hdr := &tar.Header{
@@ -152,18 +146,6 @@ func binaryLayer(binary, path string, created time.Time) (v1.Layer, error) {
 		return nil, err
 	}
 	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-}
-
-// debLayer is a Debian package's file tree as dpkg would unpack it: dpkg-deb's own tar of the
-// package's data, untouched, so the layer is exactly the package's pinned content.
-func debLayer(deb string) (v1.Layer, error) {
-	data, err := exec.Command("dpkg-deb", "--fsys-tarfile", deb).Output()
-	if err != nil {
-		return nil, fmt.Errorf("reading the files of %s with dpkg-deb: %w", deb, exitDetail(err))
-	}
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}, tarball.WithMediaType(types.OCILayer))
