@@ -93,31 +93,39 @@ run: build k8s-binaries ## Bring up a local ClusterSet, run fleetslice on it and
 
 ##@ Deployment
 
-# Images: built offline as OCI archives under dist/ (hack/image), loaded into docker or podman
-# when an engine answers, pushed with the credentials their logins leave.
-IMG ?= ghcr.io/fleetslice/manager:latest
-AGENT_IMG ?= ghcr.io/fleetslice/agent:latest
-DNS_IMG ?= ghcr.io/fleetslice/dns:latest
+# Images: each a static binary on an empty base, cross-compiled for every platform in PLATFORMS
+# into one image index, written as OCI archives under DIST (hack/image), loaded into docker or
+# podman when an engine answers, pushed with the credentials their logins leave. Nothing but Go
+# modules is fetched. References are $(REGISTRY)/manager, /agent and /dns tagged $(VERSION)
+# (empty: the release in pkg/version); IMG, AGENT_IMG and DNS_IMG override one each.
+REGISTRY ?= ghcr.io/fleetslice
+VERSION ?=
+IMG ?=
+AGENT_IMG ?=
+DNS_IMG ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+DIST ?= dist
+IMAGE_FLAGS = --registry "$(REGISTRY)" --tag "$(VERSION)" --img "$(IMG)" --agent-img "$(AGENT_IMG)" --dns-img "$(DNS_IMG)"
 
 .PHONY: docker-build
-docker-build: ## Build the manager, agent and fleetslice-dns images as dist/*.tar (IMG, AGENT_IMG, DNS_IMG).
-	go run ./hack/image build --img $(IMG) --agent-img $(AGENT_IMG) --dns-img $(DNS_IMG) --out dist
+docker-build: ## Build the manager, agent and fleetslice-dns images for PLATFORMS as $(DIST)/*.tar (REGISTRY, VERSION).
+	go run ./hack/image build $(IMAGE_FLAGS) --platforms "$(PLATFORMS)" --out "$(DIST)"
 
 .PHONY: docker-push
-docker-push: ## Push the image archives in dist/ to the registries their references name.
-	go run ./hack/image push --out dist
+docker-push: ## Push the image archives in $(DIST) and record their digests in $(DIST)/image-digests.yaml.
+	go run ./hack/image push --out "$(DIST)"
 
 .PHONY: build-installer
-build-installer: manifests kustomize ## Write dist/install.yaml, dist/broker.yaml and the Helm chart dist/chart with IMG, AGENT_IMG and DNS_IMG.
-	go run ./hack/installer --img $(IMG) --agent-img $(AGENT_IMG) --dns-img $(DNS_IMG) --kustomize $(KUSTOMIZE) --out dist
+build-installer: manifests kustomize ## Write $(DIST)/install.yaml, crds.yaml, broker.yaml and the Helm chart; images pinned by digest once pushed.
+	go run ./hack/installer $(IMAGE_FLAGS) --digests "$(DIST)/image-digests.yaml" --kustomize "$(KUSTOMIZE)" --out "$(DIST)"
 
 .PHONY: deploy
-deploy: build-installer ## Install dist/install.yaml into the cluster of the current kubeconfig context.
-	kubectl apply --server-side -f dist/install.yaml
+deploy: build-installer ## Install $(DIST)/install.yaml into the cluster of the current kubeconfig context.
+	kubectl apply --server-side -f "$(DIST)/install.yaml"
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy created.
-	kubectl delete --ignore-not-found -f dist/install.yaml
+	kubectl delete --ignore-not-found -f "$(DIST)/install.yaml"
 
 ##@ Tools
 

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigyaml "sigs.k8s.io/yaml"
+
+	"github.com/fleetslice/fleetslice/pkg/version"
 )
 
 // The chart is generated from the same objects as dist/install.yaml, so the two cannot drift: each
@@ -34,19 +36,29 @@ var (
 
 const nsSentinel = "__RELEASE_NAMESPACE__"
 
+const valuesHeader = `# Defaults render exactly dist/install.yaml's objects. Per workload (manager, agent, dns):
+# image (repository, tag, digest: pinned when make build-installer ran after make docker-push,
+# pullPolicy), replicas (manager and dns), podAnnotations, priorityClassName, nodeSelector,
+# tolerations, affinity, args and resources. imagePullSecrets (a list of {name: ...}) are given to
+# every workload. The CRDs are in crds/, which Helm installs but never upgrades: apply
+# dist/crds.yaml before helm upgrade (docs/install.md).
+`
+
 // Chart returns the files of dist/chart, by path: Chart.yaml, values.yaml, the CRDs under crds/
-// and one template per other object.
-func Chart(objs []*unstructured.Unstructured, version string) (map[string][]byte, error) {
+// and one template per other object. The chart's version is the release (pkg/version); appVersion
+// is the images' tag.
+func Chart(objs []*unstructured.Unstructured, appVersion string) (map[string][]byte, error) {
 	files := map[string][]byte{
 		"Chart.yaml": []byte(fmt.Sprintf(`apiVersion: v2
 name: fleetslice
 description: fleetslice's EndpointSlice, topology and multi-cluster services controllers and its node agent, for one member cluster.
 type: application
-version: 0.1.0
+version: %s
 appVersion: %q
-`, version)),
+`, strings.TrimPrefix(version.Release, "v"), appVersion)),
 	}
-	values := map[string]any{"createNamespace": true}
+	// Pull secrets are the registry's, shared by the three images.
+	values := map[string]any{"createNamespace": true, "imagePullSecrets": []any{}}
 	for _, obj := range objs {
 		obj = obj.DeepCopy()
 		kind := obj.GetKind()
@@ -77,7 +89,7 @@ appVersion: %q
 	if err != nil {
 		return nil, err
 	}
-	files["values.yaml"] = append([]byte("# Defaults render exactly dist/install.yaml's objects.\n"), valuesYAML...)
+	files["values.yaml"] = append([]byte(valuesHeader), valuesYAML...)
 	return files, nil
 }
 
@@ -104,23 +116,45 @@ func templatize(obj *unstructured.Unstructured, values map[string]any, holes map
 		}
 		v := map[string]any{}
 		values[w.key] = v
+		if w.kind == "Deployment" {
+			replicas, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "replicas")
+			if !found {
+				replicas = int64(1) // the API server's default
+			}
+			v["replicas"] = replicas
+			_ = unstructured.SetNestedField(obj.Object, hole(holes, w.key, "replicas", holeInt, ".Values."+w.key+".replicas"), "spec", "replicas")
+		}
+		annotations, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "metadata", "annotations")
+		v["podAnnotations"] = map[string]any{}
+		if annotations != nil {
+			v["podAnnotations"] = annotations
+		}
+		_ = unstructured.SetNestedField(obj.Object, hole(holes, w.key, "annotations", holeBlock, ".Values."+w.key+".podAnnotations"), "spec", "template", "metadata", "annotations")
 		podSpec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
 		for _, field := range podSettings {
 			v[field] = emptyLike(field)
 			if cur, ok := podSpec[field]; ok {
 				v[field] = cur
 			}
-			podSpec[field] = hole(holes, w.key, field, true)
+			podSpec[field] = hole(holes, w.key, field, holeBlock, ".Values."+w.key+"."+field)
 		}
+		v["priorityClassName"], _ = podSpec["priorityClassName"].(string)
+		podSpec["priorityClassName"] = hole(holes, w.key, "priorityClassName", holeString, ".Values."+w.key+".priorityClassName")
+		if secrets, ok := podSpec["imagePullSecrets"]; ok {
+			values["imagePullSecrets"] = secrets
+		}
+		podSpec["imagePullSecrets"] = hole(holes, w.key, "imagePullSecrets", holeBlock, ".Values.imagePullSecrets")
 		containers, _ := podSpec["containers"].([]any)
 		for _, c := range containers {
 			cm := c.(map[string]any)
 			if cm["name"] != w.container {
 				continue
 			}
-			repo, tag := splitImage(cm["image"].(string))
-			v["image"] = map[string]any{"repository": repo, "tag": tag}
-			cm["image"] = hole(holes, w.key, "image", false)
+			repo, tag, digest := splitImage(cm["image"].(string))
+			policy, _ := cm["imagePullPolicy"].(string)
+			v["image"] = map[string]any{"repository": repo, "tag": tag, "digest": digest, "pullPolicy": policy}
+			cm["image"] = hole(holes, w.key, "image", holeImage, ".Values."+w.key+".image")
+			cm["imagePullPolicy"] = hole(holes, w.key, "imagePullPolicy", holeString, ".Values."+w.key+".image.pullPolicy")
 			if w.container == AgentContainer {
 				chartAPIServer(cm, v)
 			}
@@ -129,7 +163,7 @@ func templatize(obj *unstructured.Unstructured, values map[string]any, holes map
 				if cur, ok := cm[field]; ok {
 					v[field] = cur
 				}
-				cm[field] = hole(holes, w.key, field, true)
+				cm[field] = hole(holes, w.key, field, holeBlock, ".Values."+w.key+"."+field)
 			}
 		}
 		if err := unstructured.SetNestedMap(obj.Object, podSpec, "spec", "template", "spec"); err != nil {
@@ -146,46 +180,72 @@ func emptyLike(field string) any {
 	return map[string]any{}
 }
 
-// hole returns the sentinel for one value and records its template: an image is a quoted
-// scalar; a block (list or map) is omitted when empty, as kustomize's output omits it.
-func hole(holes map[string]string, key, field string, block bool) string {
+// How a value fills its hole in a template.
+const (
+	// holeBlock is a list or map, omitted when empty, as kustomize's output omits it.
+	holeBlock = iota
+	// holeString is a string, omitted when empty.
+	holeString
+	// holeInt is a number, always present.
+	holeInt
+	// holeImage is an image values map: repository, then :tag and @digest when set.
+	holeImage
+)
+
+// hole returns the sentinel for one field and records how its value fills it: kind, and expr,
+// the value's path in .Values.
+func hole(holes map[string]string, key, field string, kind int, expr string) string {
 	sentinel := fmt.Sprintf("__HOLE_%s_%s__", key, field)
-	if block {
-		holes[sentinel] = fmt.Sprintf(".Values.%s.%s", key, field)
-	} else {
-		holes[sentinel] = fmt.Sprintf(`"{{ .Values.%[1]s.image.repository }}:{{ .Values.%[1]s.image.tag }}"`, key)
+	switch kind {
+	case holeInt:
+		holes[sentinel] = "={{ " + expr + " | int }}"
+	case holeImage:
+		holes[sentinel] = fmt.Sprintf(`="{{ %[1]s.repository }}{{ with %[1]s.tag }}:{{ . }}{{ end }}{{ with %[1]s.digest }}@{{ . }}{{ end }}"`, expr)
+	case holeString:
+		holes[sentinel] = "?" + expr
+	default:
+		holes[sentinel] = expr
 	}
 	return sentinel
 }
 
 var holeLine = regexp.MustCompile(`(?m)^( *)(- )?([A-Za-z]+): (__HOLE_[A-Za-z]+_[A-Za-z]+__)$`)
 
+// fillHoles replaces each sentinel line with its template: inline ("=" holes), or wrapped in a
+// `with` that drops the field when the value is empty.
 func fillHoles(text string, holes map[string]string) string {
 	text = strings.ReplaceAll(text, nsSentinel, "{{ .Release.Namespace }}")
 	return holeLine.ReplaceAllStringFunc(text, func(line string) string {
 		m := holeLine.FindStringSubmatch(line)
 		indent, dash, field, sentinel := m[1], m[2], m[3], m[4]
 		tmpl := holes[sentinel]
-		if strings.HasPrefix(tmpl, `"`) {
-			return indent + dash + field + ": " + tmpl
+		if inline, ok := strings.CutPrefix(tmpl, "="); ok {
+			return indent + dash + field + ": " + inline
 		}
-		// A block under a list item's first key keeps the item's dash on a line of its own.
+		// A field under a list item's first key keeps the item's dash on a line of its own.
 		inner := indent + strings.Repeat(" ", len(dash))
 		prefix := ""
 		if dash != "" {
 			prefix = indent + "-\n"
+		}
+		if expr, ok := strings.CutPrefix(tmpl, "?"); ok {
+			return fmt.Sprintf("%s%s{{- with %s }}\n%s%s: {{ . | quote }}\n%s{{- end }}", prefix, inner, expr, inner, field, inner)
 		}
 		return fmt.Sprintf("%s%s{{- with %s }}\n%s%s:\n%s  {{- toYaml . | nindent %d }}\n%s{{- end }}",
 			prefix, inner, tmpl, inner, field, inner, len(inner)+2, inner)
 	})
 }
 
-func splitImage(image string) (repo, tag string) {
+// splitImage splits repository[:tag][@digest]; a colon before the last slash is a registry's port.
+func splitImage(image string) (repo, tag, digest string) {
+	if at := strings.Index(image, "@"); at >= 0 {
+		image, digest = image[:at], image[at+1:]
+	}
 	slash := strings.LastIndex(image, "/")
 	if colon := strings.LastIndex(image, ":"); colon > slash {
-		return image[:colon], image[colon+1:]
+		return image[:colon], image[colon+1:], digest
 	}
-	return image, "latest"
+	return image, "", digest
 }
 
 // hasContainer reports whether a workload's pod template has a container named name.

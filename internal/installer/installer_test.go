@@ -11,13 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/fleetslice/fleetslice/internal/image"
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/pkg/version"
 )
 
+// The images dist/ names: make build-installer's defaults, the release's tags, unpinned (no push
+// is recorded in a checkout).
 const (
-	defaultManagerImage = "ghcr.io/fleetslice/manager:latest"
-	defaultAgentImage   = "ghcr.io/fleetslice/agent:latest"
-	defaultDNSImage     = "ghcr.io/fleetslice/dns:latest"
+	defaultManagerImage = "ghcr.io/fleetslice/manager:" + version.Release
+	defaultAgentImage   = "ghcr.io/fleetslice/agent:" + version.Release
+	defaultDNSImage     = "ghcr.io/fleetslice/dns:" + version.Release
 )
 
 func repoRoot(t *testing.T) string {
@@ -44,6 +48,13 @@ func kustomizeBinary(t *testing.T, root string) string {
 
 func defaultOptions(t *testing.T) Options {
 	root := repoRoot(t)
+	refs, err := image.ResolveRefs("", "", image.Refs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (refs != image.Refs{Manager: defaultManagerImage, Agent: defaultAgentImage, DNS: defaultDNSImage}) {
+		t.Fatalf("make build-installer names %+v by default, not the images this test checks", refs)
+	}
 	return Options{Root: root, Kustomize: kustomizeBinary(t, root), ManagerImage: defaultManagerImage, AgentImage: defaultAgentImage, DNSImage: defaultDNSImage}
 }
 
@@ -51,7 +62,7 @@ func defaultOptions(t *testing.T) Options {
 // must be what the tests below check.
 func TestDistIsUpToDate(t *testing.T) {
 	o := defaultOptions(t)
-	files, err := Files(o, "0.1.0")
+	files, err := Files(o, version.Release)
 	if err != nil {
 		t.Fatal(err)
 	}
