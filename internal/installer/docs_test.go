@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,36 @@ func TestShellCommands(t *testing.T) {
 	for i := range want {
 		if strings.Join(got[i], "|") != strings.Join(want[i], "|") {
 			t.Errorf("block %d: got %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestReadmeInstallsAsTheDocs keeps the README's short install in step with docs/install.md's,
+// which TestDocumentedImageCommands runs.
+func TestReadmeInstallsAsTheDocs(t *testing.T) {
+	root := repoRoot(t)
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := shellCommands(docSection(t, root, "On an existing cluster"))[0]
+	text := string(data)
+	start := strings.Index(text, "\n## Installing on a real cluster")
+	if start < 0 {
+		t.Fatal("README.md has no section Installing on a real cluster")
+	}
+	blocks := shellCommands(text[start:])
+	if len(blocks) == 0 {
+		t.Fatal("README.md's install section has no commands")
+	}
+	for _, c := range docs {
+		if !slices.Contains(blocks[0], c) {
+			t.Errorf("README.md's install lacks docs/install.md's %q", c)
+		}
+	}
+	for _, c := range blocks[0] {
+		if strings.HasPrefix(c, "make ") && !slices.Contains(docs, c) {
+			t.Errorf("README.md runs %q, which docs/install.md does not", c)
 		}
 	}
 }
