@@ -161,3 +161,19 @@ func TestChartAtNonDefaultValues(t *testing.T) {
 		t.Errorf("the chart renders %d objects with the values, %d without", len(custom), len(defaults))
 	}
 }
+
+func TestSplitImage(t *testing.T) {
+	const d = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	for _, tc := range []struct{ in, repo, tag, digest string }{
+		{"ghcr.io/fleetslice/manager:v0.1.0", "ghcr.io/fleetslice/manager", "v0.1.0", ""},
+		{"127.0.0.1:5000/fleetslice/agent:v1@" + d, "127.0.0.1:5000/fleetslice/agent", "v1", d},
+		{"127.0.0.1:5000/fleetslice/agent@" + d, "127.0.0.1:5000/fleetslice/agent", "", d},
+		{"127.0.0.1:5000/fleetslice/agent", "127.0.0.1:5000/fleetslice/agent", "", ""},
+		{"dns", "dns", "", ""},
+	} {
+		repo, tag, digest := splitImage(tc.in)
+		if repo != tc.repo || tag != tc.tag || digest != tc.digest {
+			t.Errorf("splitImage(%q) = %q, %q, %q; want %q, %q, %q", tc.in, repo, tag, digest, tc.repo, tc.tag, tc.digest)
+		}
+	}
+}
