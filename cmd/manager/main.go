@@ -47,6 +47,7 @@ func main() {
 	burst := flag.Int("kube-api-burst", apiclient.DefaultBurst, "burst of requests to the member cluster's API server above --kube-api-qps")
 	flag.IntVar(&sliceOpts.Concurrency, "concurrent-endpointslice-syncs", sliceOpts.Concurrency, "Services synced in parallel")
 	flag.IntVar(&sliceOpts.CompactionSlack, "endpointslice-compaction-slack", sliceOpts.CompactionSlack, "slices a slice set may have above ceil(endpoints/max) before the emptiest are merged away")
+	flag.Var(&sliceOpts.Services, "endpointslice-services", "Services to write EndpointSlices for: all (kube-controller-manager's EndpointSlice controller turned off) or opted-in (only selector-less Services annotated "+endpointslice.SelectorAnnotation+", so kube-controller-manager's controller can keep running, as on managed control planes)")
 	flag.BoolVar(&sliceOpts.AdoptUpstreamSlices, "adopt-upstream-slices", false, "take over EndpointSlices managed by kube-controller-manager's controller (disable that controller first)")
 	flag.Float64Var(&sliceOpts.Topology.OverloadThreshold, "topology-overload-threshold", sliceOpts.Topology.OverloadThreshold, "largest expected overload of an endpoint over its fair share that topology hints may cause (0.25 = 25%)")
 	flag.IntVar(&sliceOpts.Topology.MinEndpointsPerZone, "topology-min-endpoints-per-zone", sliceOpts.Topology.MinEndpointsPerZone, "ready endpoints per zone needed to turn hints on (they turn off below 2 per zone)")

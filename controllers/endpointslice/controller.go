@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -55,6 +54,9 @@ type Options struct {
 	Concurrency int
 	// AdoptUpstreamSlices takes over slices kube-controller-manager's controller left behind.
 	AdoptUpstreamSlices bool
+	// Services chooses the Services served: all (kube-controller-manager's controller off) or
+	// only those opted in with SelectorAnnotation (it stays on).
+	Services ServiceScope
 	// Topology tunes CPU-proportional hints for Services annotated topology-mode: Auto.
 	Topology topology.Options
 }
@@ -78,7 +80,7 @@ const (
 // DefaultOptions match upstream's defaults, plus coalescing.
 func DefaultOptions() Options {
 	return Options{
-		MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5,
+		MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5, Services: ScopeAll,
 		CoalesceQuiet: DefaultCoalesceQuiet, CoalesceWindow: DefaultCoalesceWindow, CoalesceBudget: DefaultCoalesceBudget,
 		Topology: topology.DefaultOptions(),
 	}
@@ -100,6 +102,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--endpoint-updates-window must be above 0 while --endpoint-updates-max-delay (%s) is", o.CoalesceBudget)
 	case o.CoalesceBudget > 0 && o.CoalesceQuiet > o.CoalesceBudget:
 		return fmt.Errorf("--endpoint-updates-quiet-period (%s) must not exceed --endpoint-updates-max-delay (%s)", o.CoalesceQuiet, o.CoalesceBudget)
+	case o.Services != ScopeAll && o.Services != ScopeOptedIn:
+		return fmt.Errorf("--endpointslice-services must be %q or %q, got %q", ScopeAll, ScopeOptedIn, o.Services)
+	case o.Services == ScopeOptedIn && o.AdoptUpstreamSlices:
+		return fmt.Errorf("--adopt-upstream-slices would take kube-controller-manager's slices while it still writes them; it needs --endpointslice-services=%s", ScopeAll)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrent-endpointslice-syncs must be at least 1, got %d", o.Concurrency)
 	case !(o.Topology.OverloadThreshold >= 0 && o.Topology.OverloadThreshold <= 10):
@@ -149,13 +155,15 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 	}, nil
 }
 
-// manages reports whether a slice is one this controller writes.
-func (r *Reconciler) manages(slice *discoveryv1.EndpointSlice) bool {
+// manages reports whether a slice is one this controller writes: its own, and
+// kube-controller-manager's when it takes those over, for every Service
+// (Options.AdoptUpstreamSlices) or for this slice's (adoptUpstream).
+func (r *Reconciler) manages(slice *discoveryv1.EndpointSlice, adoptUpstream bool) bool {
 	switch slice.Labels[discoveryv1.LabelManagedBy] {
 	case ManagedBy:
 		return true
 	case UpstreamManagedBy:
-		return r.Options.AdoptUpstreamSlices
+		return r.Options.AdoptUpstreamSlices || adoptUpstream
 	}
 	return false
 }
@@ -164,11 +172,6 @@ func (r *Reconciler) manages(slice *discoveryv1.EndpointSlice) bool {
 func serviceOf(slice *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	return types.NamespacedName{Namespace: slice.Namespace, Name: name}, name != ""
-}
-
-// hasSlices reports whether a Service gets EndpointSlices from this controller at all.
-func hasSlices(svc *corev1.Service) bool {
-	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.Selector != nil
 }
 
 // CoalesceConfig is the coalescing in force: none when a fixed batch period is set. A window

@@ -19,6 +19,8 @@ const (
 	syncError   = "error"
 	// syncStale is a sync that found the cache behind this controller's own writes and retries.
 	syncStale = "stale"
+	// syncInvalid is a sync that kept a Service's slices because its input does not parse.
+	syncInvalid = "invalid"
 )
 
 // topologyLabel is the topology label of endpointslices_changed_per_sync, upstream's values:

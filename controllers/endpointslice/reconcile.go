@@ -64,7 +64,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	existing, err := r.managedSlices(ctx, req.NamespacedName)
+	sel, err := selectionOf(svc, r.Options.Services)
+	if err != nil {
+		// Bad input is the user's to fix; the slices stay as they were until then.
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "InvalidSelectorAnnotation", "Sync",
+			"Keeping the EndpointSlices as they are: %v", err)
+		outcome = syncInvalid
+		return ctrl.Result{}, nil
+	}
+	if sel.ignored != "" {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "SelectorAnnotationIgnored", "Sync", "%s", sel.ignored)
+	}
+
+	existing, err := r.managedSlices(ctx, req.NamespacedName, sel.adoptUpstream)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -83,12 +95,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	var writing, apiTime time.Duration
 	defer func() { r.coalesce.Synced(req.NamespacedName, time.Since(start)-writing+apiTime) }()
 
-	if !hasSlices(svc) {
-		// A Service that became ExternalName or lost its selector has no endpoints of ours.
+	if sel.selector == nil {
+		// A Service that became ExternalName, lost its selector or is kube-controller-manager's
+		// to serve has no endpoints of ours.
 		return ctrl.Result{}, r.deleteAll(ctx, svc, existing)
 	}
 
-	pods, err := r.selectedPods(ctx, svc)
+	pods, err := r.selectedPods(ctx, svc, sel.selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -125,8 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{}, nil
 }
 
-// managedSlices lists the slices of a Service this controller writes.
-func (r *Reconciler) managedSlices(ctx context.Context, svc types.NamespacedName) ([]*discoveryv1.EndpointSlice, error) {
+// managedSlices lists the slices of a Service this controller writes, with kube-controller-manager's
+// when it takes those over (adoptUpstream, or Options.AdoptUpstreamSlices).
+func (r *Reconciler) managedSlices(ctx context.Context, svc types.NamespacedName, adoptUpstream bool) ([]*discoveryv1.EndpointSlice, error) {
 	list := &discoveryv1.EndpointSliceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(svc.Namespace),
 		client.MatchingFields{sliceServiceIndex: svc.Name}); err != nil {
@@ -134,18 +148,18 @@ func (r *Reconciler) managedSlices(ctx context.Context, svc types.NamespacedName
 	}
 	out := make([]*discoveryv1.EndpointSlice, 0, len(list.Items))
 	for i := range list.Items {
-		if r.manages(&list.Items[i]) {
+		if r.manages(&list.Items[i], adoptUpstream) {
 			out = append(out, &list.Items[i])
 		}
 	}
 	return out, nil
 }
 
-func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service) ([]*corev1.Pod, error) {
+func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service, selector labels.Selector) ([]*corev1.Pod, error) {
 	list := &corev1.PodList{}
 	// The cache hands out shared objects without copying; nothing below modifies them.
 	if err := r.Client.List(ctx, list, client.InNamespace(svc.Namespace),
-		client.MatchingLabelsSelector{Selector: labels.SelectorFromValidatedSet(svc.Spec.Selector)},
+		client.MatchingLabelsSelector{Selector: selector},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Pods of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}

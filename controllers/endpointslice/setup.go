@@ -67,9 +67,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named(ControllerName).
 		For(&corev1.Service{}).
 		Watches(&discoveryv1.EndpointSlice{}, handler.Funcs{
-			CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { r.sliceChanged(e.Object, q) },
-			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { r.sliceChanged(e.ObjectNew, q) },
-			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) { r.sliceDeleted(e.Object, q) },
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.sliceChanged(ctx, e.Object, q) },
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) { r.sliceChanged(ctx, e.ObjectNew, q) },
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { r.sliceDeleted(ctx, e.Object, q) },
 		}).
 		Watches(&corev1.Pod{}, handler.Funcs{
 			CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { r.podChanged(ctx, nil, e.Object, q) },
@@ -92,16 +92,35 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // sliceChanged syncs a Service when one of its slices changed behind this controller's back:
 // someone edited or deleted a slice, or the garbage collector removed it. Echoes of our own writes
 // are skipped.
-func (r *Reconciler) sliceChanged(obj client.Object, q queue) {
+func (r *Reconciler) sliceChanged(ctx context.Context, obj client.Object, q queue) {
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok || !r.manages(slice) {
+	if !ok {
 		return
 	}
 	svc, ok := serviceOf(slice)
-	if !ok || r.tracker.IsOwnWrite(svc, slice) {
+	if !ok || !r.watches(ctx, svc, slice) || r.tracker.IsOwnWrite(svc, slice) {
 		return
 	}
 	q.AddAfter(reconcile.Request{NamespacedName: svc}, r.sliceChangeDelay())
+}
+
+// watches reports whether a change to slice matters to this controller: one of its own, or one of
+// kube-controller-manager's that it takes over. kube-controller-manager writing a slice for a
+// Service opted in by annotation means it saw the Service with a selector still: the slice is
+// stale from the moment it lands, and the sync takes it over.
+func (r *Reconciler) watches(ctx context.Context, svc types.NamespacedName, slice *discoveryv1.EndpointSlice) bool {
+	if r.manages(slice, false) {
+		return true
+	}
+	if slice.Labels[discoveryv1.LabelManagedBy] != UpstreamManagedBy {
+		return false
+	}
+	service := &corev1.Service{}
+	if err := r.Client.Get(ctx, svc, service); err != nil {
+		return false
+	}
+	s, err := selectionOf(service, r.Options.Services)
+	return err == nil && s.adoptUpstream
 }
 
 // sliceChangeDelay is how long a sync caused by a slice change waits, as upstream: at least a
@@ -110,13 +129,13 @@ func (r *Reconciler) sliceChangeDelay() time.Duration {
 	return max(time.Second, r.Options.BatchPeriod)
 }
 
-func (r *Reconciler) sliceDeleted(obj client.Object, q queue) {
+func (r *Reconciler) sliceDeleted(ctx context.Context, obj client.Object, q queue) {
 	slice, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok || !r.manages(slice) {
+	if !ok {
 		return
 	}
 	svc, ok := serviceOf(slice)
-	if !ok {
+	if !ok || !r.watches(ctx, svc, slice) {
 		return
 	}
 	r.tracker.SliceGone(svc, slice.UID)
@@ -143,10 +162,10 @@ func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Objec
 	}
 	for i := range services.Items {
 		svc := &services.Items[i]
-		if !hasSlices(svc) {
+		selector := r.selectorOf(svc)
+		if selector == nil {
 			continue
 		}
-		selector := labels.SelectorFromValidatedSet(svc.Spec.Selector)
 		if (oldPod != nil && selector.Matches(labels.Set(oldPod.Labels))) ||
 			(newPod != nil && selector.Matches(labels.Set(newPod.Labels))) {
 			r.enqueueBatched(q, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
@@ -288,10 +307,10 @@ func (r *Reconciler) enqueueServicesOnNode(ctx context.Context, nodeName string,
 		}
 		for i := range services.Items {
 			svc := &services.Items[i]
-			if !hasSlices(svc) {
+			selector := r.selectorOf(svc)
+			if selector == nil {
 				continue
 			}
-			selector := labels.SelectorFromValidatedSet(svc.Spec.Selector)
 			for _, l := range podLabels {
 				if selector.Matches(l) {
 					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(svc)})

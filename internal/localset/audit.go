@@ -7,13 +7,19 @@ import (
 
 // endpointSliceAuditPolicy records every EndpointSlice write once, when its response is sent, at
 // the Metadata level (who wrote, which verb, the response code) and nothing else, so the log stays
-// small however busy the cluster is.
+// small however busy the cluster is; creates carry their request body too, as a slice created with
+// a generated name is named only there (by its labels and name prefix).
 const endpointSliceAuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted", "Panic"]
 rules:
+- level: Request
+  verbs: ["create"]
+  resources:
+  - group: discovery.k8s.io
+    resources: ["endpointslices"]
 - level: Metadata
-  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  verbs: ["update", "patch", "delete", "deletecollection"]
   resources:
   - group: discovery.k8s.io
     resources: ["endpointslices"]
