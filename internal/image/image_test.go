@@ -27,16 +27,8 @@ import (
 // indexes are built by TestDocumentedImageCommands (internal/installer), and an index of equal
 // images is byte-identical (TestIndexArchiveHoldsEveryPlatform), so building every platform twice
 // here would only add minutes.
-func buildImages(t *testing.T, out string) []Result {
+func buildImages(t *testing.T, root, out string, meta Meta) []Result {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := GitMeta(root)
-	if err != nil {
-		t.Skipf("not in a git checkout: %v", err)
-	}
 	b := Build{
 		Root: root, OutDir: out,
 		ManagerRef: "example.test/fleetslice/manager:v1", AgentRef: "example.test/fleetslice/agent:v1",
@@ -61,8 +53,17 @@ func TestImagesAreReproducibleAndRunFromTheirRootFS(t *testing.T) {
 		t.Skip("builds both images")
 	}
 	testutil.RequireKernel(t, "running the images' entrypoints with chroot in a network namespace", chrootMissing())
-	first := buildImages(t, t.TempDir())
-	second := buildImages(t, t.TempDir())
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read once: a commit landing between the two builds must not make them differ.
+	meta, err := GitMeta(root)
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	first := buildImages(t, root, t.TempDir(), meta)
+	second := buildImages(t, root, t.TempDir(), meta)
 	for i := range first {
 		t.Logf("%s: %s, %v bytes compressed for %v", first[i].Name, first[i].Digest, first[i].Sizes, first[i].Platforms)
 		if first[i].Digest != second[i].Digest {
