@@ -108,19 +108,19 @@ DIST ?= dist
 IMAGE_FLAGS = --registry "$(REGISTRY)" --tag "$(VERSION)" --img "$(IMG)" --agent-img "$(AGENT_IMG)" --dns-img "$(DNS_IMG)"
 
 .PHONY: docker-build
-docker-build: ## Build the manager, agent and fleetslice-dns images for PLATFORMS as $(DIST)/*.tar (REGISTRY, VERSION).
+docker-build: ## Build the manager, agent and fleetslice-dns images for PLATFORMS as dist/*.tar (REGISTRY, VERSION, DIST).
 	go run ./hack/image build $(IMAGE_FLAGS) --platforms "$(PLATFORMS)" --out "$(DIST)"
 
 .PHONY: docker-push
-docker-push: ## Push the image archives in $(DIST) and record their digests in $(DIST)/image-digests.yaml.
+docker-push: ## Push the image archives in dist/ and record their digests in dist/image-digests.yaml.
 	go run ./hack/image push --out "$(DIST)"
 
 .PHONY: build-installer
-build-installer: manifests kustomize ## Write $(DIST)/install.yaml, crds.yaml, broker.yaml and the Helm chart; images pinned by digest once pushed.
+build-installer: manifests kustomize ## Write dist/install.yaml, crds.yaml, broker.yaml and the Helm chart; images pinned by digest once pushed.
 	go run ./hack/installer $(IMAGE_FLAGS) --digests "$(DIST)/image-digests.yaml" --kustomize "$(KUSTOMIZE)" --out "$(DIST)"
 
 .PHONY: deploy
-deploy: build-installer ## Install $(DIST)/install.yaml into the cluster of the current kubeconfig context.
+deploy: build-installer ## Install dist/install.yaml into the cluster of the current kubeconfig context.
 	kubectl apply --server-side -f "$(DIST)/install.yaml"
 
 .PHONY: undeploy
