@@ -44,7 +44,7 @@ func TestInstall(t *testing.T) {
 		t.Skip("builds both images and runs three control planes")
 	}
 	missing := netns.Missing()
-	for _, bin := range []string{"chroot", "nft", "dpkg-deb"} {
+	for _, bin := range []string{"chroot", "nft"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing = append(missing, "the "+bin+" binary in PATH")
 		}
