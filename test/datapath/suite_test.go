@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
 	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
@@ -47,12 +48,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	var err error
-	binDir, err = os.MkdirTemp("", "fleetslice-datapath-bin-")
+	binDir, err = localsettest.BuildBinaries(ctx, "manager", "agent", "fleetslice-dns")
 	Expect(err).NotTo(HaveOccurred())
-	build := exec.CommandContext(ctx, "go", "build", "-o", binDir, "github.com/fleetslice/fleetslice/cmd/manager",
-		"github.com/fleetslice/fleetslice/cmd/agent", "github.com/fleetslice/fleetslice/cmd/fleetslice-dns")
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "building the manager, agent and DNS: %s", out)
 
 	workdir, err := os.MkdirTemp("", "fleetslice-datapath-")
 	Expect(err).NotTo(HaveOccurred())
@@ -76,20 +73,5 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
-	if network != nil {
-		prefix := network.Network.Prefix
-		Expect(network.Stop()).To(Succeed())
-		out, err := exec.Command("ip", "netns", "list").Output()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(string(out)).NotTo(ContainSubstring(prefix), "stopping the pod network must remove every namespace it created")
-	}
-	for _, stop := range stops {
-		Expect(stop()).To(Succeed())
-	}
-	if clusterSet != nil {
-		Expect(localset.Remove(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-	}
-	if binDir != "" {
-		Expect(os.RemoveAll(binDir)).To(Succeed())
-	}
+	Expect(localsettest.Teardown(ctx, network, stops, clusterSet, binDir, GinkgoWriter)).To(Succeed())
 }, NodeTimeout(3*time.Minute))

@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
 )
 
 // echoScript answers every TCP connection on 8080 and every UDP datagram on 8081 with the Pod's
@@ -134,12 +136,8 @@ func clientPod(ctx context.Context, member, ns, name string) {
 // podNames lists the names of a member's Pods labelled app=app.
 func podNames(ctx context.Context, member, ns, app string) []string {
 	GinkgoHelper()
-	var pods corev1.PodList
-	Expect(memberClient(member).List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
-	var names []string
-	for _, p := range pods.Items {
-		names = append(names, p.Name)
-	}
+	names, err := localsettest.PodNames(ctx, memberClient(member), ns, app)
+	Expect(err).NotTo(HaveOccurred())
 	return names
 }
 

@@ -18,6 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
 )
 
 // echoScript answers every TCP connection on 8080 with the Pod's name, which the spec counts
@@ -117,12 +119,8 @@ func echo(ctx context.Context, member, ns, name string, replicas int32) {
 
 func podNames(ctx context.Context, member, ns, app string) []string {
 	GinkgoHelper()
-	var pods corev1.PodList
-	Expect(memberClient(member).List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"app": app})).To(Succeed())
-	var names []string
-	for _, p := range pods.Items {
-		names = append(names, p.Name)
-	}
+	names, err := localsettest.PodNames(ctx, memberClient(member), ns, app)
+	Expect(err).NotTo(HaveOccurred())
 	return names
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/internal/k8sbin"
 	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
 	"github.com/fleetslice/fleetslice/internal/testutil"
 )
 
@@ -53,10 +54,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	var err error
-	binDir, err = os.MkdirTemp("", "fleetslice-kubeproxy-bin-")
+	binDir, err = localsettest.BuildBinaries(ctx, "manager")
 	Expect(err).NotTo(HaveOccurred())
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", binDir, "github.com/fleetslice/fleetslice/cmd/manager").CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "building the manager: %s", out)
 
 	workdir, err := os.MkdirTemp("", "fleetslice-kubeproxy-")
 	Expect(err).NotTo(HaveOccurred())
@@ -78,20 +77,5 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(10*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
-	if network != nil {
-		prefix := network.Network.Prefix
-		Expect(network.Stop()).To(Succeed())
-		out, err := exec.Command("ip", "netns", "list").Output()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(string(out)).NotTo(ContainSubstring(prefix), "stopping the pod network must remove every namespace it created")
-	}
-	for _, stop := range stops {
-		Expect(stop()).To(Succeed())
-	}
-	if clusterSet != nil {
-		Expect(localset.Remove(ctx, clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-	}
-	if binDir != "" {
-		Expect(os.RemoveAll(binDir)).To(Succeed())
-	}
+	Expect(localsettest.Teardown(ctx, network, stops, clusterSet, binDir, GinkgoWriter)).To(Succeed())
 }, NodeTimeout(3*time.Minute))

@@ -8,7 +8,6 @@ package managed
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
 )
 
 var (
@@ -41,10 +41,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	SetDefaultEventuallyTimeout(time.Minute)
 	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	var err error
-	binDir, err = os.MkdirTemp("", "fleetslice-managed-bin-")
+	binDir, err = localsettest.BuildBinaries(ctx, "manager")
 	Expect(err).NotTo(HaveOccurred())
-	out, err := exec.CommandContext(ctx, "go", "build", "-o", binDir, "github.com/fleetslice/fleetslice/cmd/manager").CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "building the manager: %s", out)
 
 	workdir, err := os.MkdirTemp("", "fleetslice-managed-")
 	Expect(err).NotTo(HaveOccurred())
@@ -59,13 +57,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 }, NodeTimeout(5*time.Minute))
 
 var _ = AfterSuite(func(ctx SpecContext) {
+	var stops []func() error
 	if manager != nil {
-		Expect(manager.Stop(10 * time.Second)).To(Succeed())
+		stops = append(stops, func() error { return manager.Stop(10 * time.Second) })
 	}
-	if clusterSet != nil {
-		Expect(localset.Remove(context.WithoutCancel(ctx), clusterSet.Workdir, GinkgoWriter)).To(Succeed())
-	}
-	if binDir != "" {
-		Expect(os.RemoveAll(binDir)).To(Succeed())
-	}
+	Expect(localsettest.Teardown(context.WithoutCancel(ctx), nil, stops, clusterSet, binDir, GinkgoWriter)).To(Succeed())
 }, NodeTimeout(3*time.Minute))
