@@ -16,8 +16,8 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
 )
 
-// One event per kind of change, naming every cluster: a ClusterSet of ten members starting at
-// once must not cost ten events per import per member.
+// One event per kind of loss, naming every cluster, and none for arrivals: a ClusterSet of ten
+// members starting at once must not cost an event per import per member.
 func TestAnnounceClustersOneEventPerKindOfChange(t *testing.T) {
 	exported := func(ids ...string) []merge.Record {
 		var out []merge.Record
@@ -30,23 +30,23 @@ func TestAnnounceClustersOneEventPerKindOfChange(t *testing.T) {
 		name         string
 		before, live []string
 		records      []merge.Record
-		created      bool
 		want         []string
 	}{
-		{"created: its creation event names the clusters", nil, []string{"a", "b"}, exported("a", "b"), true, nil},
-		{"two clusters arrive", []string{"a"}, []string{"a", "b", "c"}, exported("a", "b", "c"), false,
-			[]string{"Normal ClusterImported Importing the endpoints of clusters b, c"}},
-		{"one arrives, one lapses, one unexports", []string{"a", "b"}, []string{"c"}, exported("b", "c"), false, []string{
-			"Normal ClusterImported Importing the endpoints of cluster c",
+		{"created: the status names its clusters", nil, []string{"a", "b"}, exported("a", "b"), nil},
+		{"two clusters arrive", []string{"a"}, []string{"a", "b", "c"}, exported("a", "b", "c"), nil},
+		{"one arrives, one lapses, one unexports", []string{"a", "b"}, []string{"c"}, exported("b", "c"), []string{
 			"Warning ClusterWithdrawn The Lease in the broker of cluster b has lapsed: endpoints withdrawn until it is renewed",
 			"Normal ClusterUnexported No longer exported by cluster a",
 		}},
-		{"nothing changed", []string{"a"}, []string{"a"}, exported("a"), false, nil},
+		{"two lapse", []string{"a", "b", "c"}, []string{"c"}, exported("a", "b", "c"), []string{
+			"Warning ClusterWithdrawn The Lease in the broker of clusters a, b has lapsed: endpoints withdrawn until it is renewed",
+		}},
+		{"nothing changed", []string{"a"}, []string{"a"}, exported("a"), nil},
 	}
 	for _, tc := range tests {
 		recorder := events.NewFakeRecorder(10)
 		r := &importReconciler{recorder: recorder}
-		r.announceClusters(&mcsv1beta1.ServiceImport{}, tc.before, tc.live, tc.records, tc.created)
+		r.announceClusters(&mcsv1beta1.ServiceImport{}, tc.before, tc.live, tc.records)
 		close(recorder.Events)
 		var got []string
 		for e := range recorder.Events {
@@ -60,7 +60,8 @@ func TestAnnounceClustersOneEventPerKindOfChange(t *testing.T) {
 
 // A reconcile that read the export from a cache behind its own status write sees the old
 // conditions: its write conflicts, and it must not announce the transition a second time (a
-// restarted manager was seen repeating "Exported" that way).
+// restarted manager was seen repeating its events that way). Publishing itself is announced by
+// no event (the Ready condition says it), so the conflict transition stands for them all.
 func TestExportTransitionAnnouncedOnlyOnceItsStatusLands(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := mcsv1beta1.Install(s); err != nil {
@@ -80,6 +81,9 @@ func TestExportTransitionAnnouncedOnlyOnceItsStatusLands(t *testing.T) {
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
 			Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionTrue,
 			Reason: string(mcsv1beta1.ServiceExportReasonExported), Message: "published"})
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type: string(mcsv1beta1.ServiceExportConditionConflict), Status: metav1.ConditionTrue,
+			Reason: "PortConflict", Message: "port 80 differs"})
 		return status
 	}
 	if err := r.writeStatus(ctx, stale, ready(stale)); err != nil {
@@ -94,7 +98,7 @@ func TestExportTransitionAnnouncedOnlyOnceItsStatusLands(t *testing.T) {
 	for e := range recorder.Events {
 		got = append(got, e)
 	}
-	if want := []string{"Normal Exported Published to the broker as cluster a"}; !slices.Equal(got, want) {
+	if want := []string{"Warning ExportConflict PortConflict: port 80 differs"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }

@@ -29,7 +29,6 @@ import (
 
 // Event reasons on ServiceExports.
 const (
-	ReasonExported         = "Exported"
 	ReasonExportInvalid    = "ExportInvalid"
 	ReasonExportWithdrawn  = "ExportWithdrawn"
 	ReasonExportConflict   = "ExportConflict"
@@ -216,9 +215,6 @@ func (r *exportReconciler) announceTransitions(export *mcsv1beta1.ServiceExport,
 	}
 	if c, ok := changed(mcsv1beta1.ServiceExportConditionValid); ok && c.Status == metav1.ConditionFalse {
 		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonExportInvalid, "Validate", "%s: %s", c.Reason, c.Message)
-	}
-	if c, ok := changed(mcsv1beta1.ServiceExportConditionReady); ok && c.Status == metav1.ConditionTrue {
-		r.recorder.Eventf(export, nil, corev1.EventTypeNormal, ReasonExported, "Publish", "Published to the broker as cluster %s", r.self)
 	}
 	if c, ok := changed(mcsv1beta1.ServiceExportConditionConflict); ok {
 		if c.Status == metav1.ConditionTrue {

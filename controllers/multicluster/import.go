@@ -28,9 +28,7 @@ import (
 
 // Event reasons on ServiceImports.
 const (
-	ReasonImportCreated         = "ServiceImportCreated"
 	ReasonImportDeleted         = "ServiceImportDeleted"
-	ReasonClusterImported       = "ClusterImported"
 	ReasonClusterWithdrawn      = "ClusterWithdrawn"
 	ReasonClusterUnexported     = "ClusterUnexported"
 	ReasonIPFamilyNotSupported  = "IPFamilyNotSupported"
@@ -110,7 +108,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 		}
 		derived = nil
 	}
-	si, created, err := r.ensureServiceImport(ctx, key, merged, importplan.ClusterSetIPs(derived))
+	si, err := r.ensureServiceImport(ctx, key, merged, importplan.ClusterSetIPs(derived))
 	if err != nil || si == nil {
 		return reconcile.Result{}, err
 	}
@@ -149,7 +147,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 		if err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		r.announceClusters(si, before, merged.Clusters, records, created)
+		r.announceClusters(si, before, merged.Clusters, records)
 	}
 	return reconcile.Result{}, nil
 }
@@ -171,9 +169,11 @@ func (r *importReconciler) records(ctx context.Context, key types.NamespacedName
 	return out, nil
 }
 
-// ensureServiceImport creates the ServiceImport or brings its labels and annotations up to date;
-// created tells which.
-func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.NamespacedName, merged merge.Result, ips []string) (_ *mcsv1beta1.ServiceImport, created bool, _ error) {
+// ensureServiceImport creates the ServiceImport or brings its labels and annotations up to date.
+// A created import gets no event: an import appearing is what exporting asks for, and at one
+// event per import per member it was a fifth of a bulk start's writes (events stay for the
+// transitions a user acts on: withdrawals, conflicts, failures).
+func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.NamespacedName, merged merge.Result, ips []string) (*mcsv1beta1.ServiceImport, error) {
 	si := &mcsv1beta1.ServiceImport{}
 	err := r.local.Get(ctx, key, si)
 	if apierrors.IsNotFound(err) {
@@ -184,18 +184,16 @@ func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.Na
 		err := r.local.Create(ctx, si)
 		localWrites.WithLabelValues("serviceimport", "create", result(err)).Inc()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonImportCreated, "Import",
-			"Imported from the ClusterSet: exported by %v", merged.Clusters)
-		return si, true, nil
+		return si, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if si.DeletionTimestamp != nil {
 		// Its deletion's event brings us back once it is gone.
-		return nil, false, nil
+		return nil, nil
 	}
 	// Only the exported labels and annotations belong on a ServiceImport.
 	if !equality.Semantic.DeepEqual(si.Labels, merged.Labels) || !equality.Semantic.DeepEqual(si.Annotations, merged.Annotations) {
@@ -203,10 +201,10 @@ func (r *importReconciler) ensureServiceImport(ctx context.Context, key types.Na
 		err := r.local.Update(ctx, si)
 		localWrites.WithLabelValues("serviceimport", "update", result(err)).Inc()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	return si, false, nil
+	return si, nil
 }
 
 // ownerOf references the ServiceImport as the controller of what is derived from it.
@@ -220,18 +218,14 @@ func ownerOf(si *mcsv1beta1.ServiceImport) metav1.OwnerReference {
 	}
 }
 
-// announceClusters emits one event per kind of change to the import's exporting clusters
-// (imported, withdrawn, unexported), each naming every cluster concerned. A ServiceImport just
-// created gets none for its first clusters: its ServiceImportCreated event names them. Called
-// once the status naming the new clusters is written, so that a retried write announces nothing
+// announceClusters emits one event per kind of loss among the import's exporting clusters
+// (withdrawn: its Lease lapsed; unexported), each naming every cluster concerned. A cluster
+// joining the import gets none, as a created import gets none: the status names it, and at ten
+// members starting together an event per arrival was the bulk of a member's writes. Called once
+// the status without the lost clusters is written, so that a retried write announces nothing
 // twice.
-func (r *importReconciler) announceClusters(si *mcsv1beta1.ServiceImport, before, live []string, records []merge.Record, created bool) {
-	var joined, withdrawn, unexported []string
-	for _, c := range live {
-		if !slices.Contains(before, c) {
-			joined = append(joined, c)
-		}
-	}
+func (r *importReconciler) announceClusters(si *mcsv1beta1.ServiceImport, before, live []string, records []merge.Record) {
+	var withdrawn, unexported []string
 	for _, c := range before {
 		switch {
 		case slices.Contains(live, c):
@@ -240,9 +234,6 @@ func (r *importReconciler) announceClusters(si *mcsv1beta1.ServiceImport, before
 		default:
 			unexported = append(unexported, c)
 		}
-	}
-	if len(joined) > 0 && !created {
-		r.recorder.Eventf(si, nil, corev1.EventTypeNormal, ReasonClusterImported, "Import", "Importing the endpoints of %s", clusterNames(joined))
 	}
 	if len(withdrawn) > 0 {
 		r.recorder.Eventf(si, nil, corev1.EventTypeWarning, ReasonClusterWithdrawn, "Withdraw",

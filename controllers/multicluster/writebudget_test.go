@@ -1,0 +1,249 @@
+package multicluster_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/apimetrics"
+	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/pkg/clustersettest"
+)
+
+// importWriteBudget is what one member writes to its own API server per imported Service in a
+// bulk start: every member exporting every Service, nothing conflicting, the controllers started
+// once the exports exist. Lease renewals are left out (a live member makes them whatever else
+// happens). A write kind missing here, or more of one, fails the test: a new write per import
+// multiplies by every Service of every member of a fleet, so it must be a decision, made here.
+var importWriteBudget = map[apimetrics.Write]float64{
+	// One imported slice per exporting cluster.
+	{Resource: "endpointslices", Verb: "create"}: 3,
+	// The derived Service and the ClusterSet IP the API server allocates for it.
+	{Resource: "services", Verb: "create"}: 1,
+	// The API server's repair loop, racing a new Service, now and then allocates one again.
+	{Resource: "ipaddresses", Verb: "create"}: 1.1,
+	// The ServiceImport, and its spec again once the derived Service has its IP (created first,
+	// it is the derived Service's owner).
+	{Resource: "serviceimports", Verb: "create"}: 1,
+	{Resource: "serviceimports", Verb: "update"}: 1,
+	// The import's status names its exporters: written again as each exporter's record arrives
+	// (1.15 to 1.55 per import here, as the members' starts are spread).
+	{Resource: "serviceimports/status", Verb: "update"}: 2,
+	// The member's own export's conditions: Valid and Ready, and Conflict once other exporters'
+	// records arrive (1.0 to 1.6 here).
+	{Resource: "serviceexports/status", Verb: "update"}: 2,
+	// No Events: an import or export that simply appeared is announced by its status alone.
+}
+
+// writeBudgetServices is the number of Services every member exports: enough that a write made
+// for a few of them only (a retry, a conflict) stays below the budget's fractions.
+const writeBudgetServices = 40
+
+// TestImportWritesStayWithinTheBudget starts three members that each export the same Services,
+// counts at each member's API server what the controllers write until the ClusterSet has
+// converged, and holds it to importWriteBudget.
+func TestImportWritesStayWithinTheBudget(t *testing.T) {
+	if _, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer); err != nil {
+		t.Skipf("envtest binaries: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	members := []string{"cluster-a", "cluster-b", "cluster-c"}
+	cs, err := clustersettest.Start(ctx, clustersettest.Options{Members: members, WithoutEndpointSliceController: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cs.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, m := range cs.Members {
+		if err := m.StopControllers(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, err := cs.CreateNamespace(ctx, "budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range cs.Members {
+		for s := range writeBudgetServices {
+			for _, obj := range exportedService(ns, fmt.Sprintf("svc-%02d", s), i) {
+				if err := m.Client.Create(ctx, obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+
+	before := make([]apimetrics.Writes, len(cs.Members))
+	for i, m := range cs.Members {
+		if before[i], err = memberWrites(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range cs.Members {
+		if err := m.StartControllers(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range cs.Members {
+		if err := waitConverged(ctx, m, ns, len(members)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, m := range cs.Members {
+		after, err := settledWrites(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perImport := map[apimetrics.Write]float64{}
+		for w, n := range after.Sub(before[i]).Served {
+			if w.Resource == "events" {
+				// The API server records events of its own (its ClusterIP repair loop, racing
+				// new Services); only the controllers' own count, read from the events.
+				n = ourEvents(ctx, t, m, ns)
+			}
+			if w.Resource != "leases" && n > 0 {
+				perImport[w] = float64(n) / writeBudgetServices
+			}
+		}
+		t.Logf("%s writes per imported Service: %s", m.Name, formatWrites(perImport))
+		for _, w := range slices.SortedFunc(maps.Keys(perImport), compareWrites) {
+			budget, ok := importWriteBudget[w]
+			switch {
+			case !ok:
+				t.Errorf("%s: a write not in the budget: %s %s, %.2f per import", m.Name, w.Verb, w.Resource, perImport[w])
+			case perImport[w] > budget:
+				t.Errorf("%s: %s %s %.2f per import, above its budget of %.2f", m.Name, w.Verb, w.Resource, perImport[w], budget)
+			}
+		}
+	}
+}
+
+// ourEvents counts the events fleetslice's controllers recorded in the namespace; each is named
+// when there are any, to say what was announced.
+func ourEvents(ctx context.Context, t *testing.T, m *clustersettest.Member, ns string) int {
+	var list eventsv1.EventList
+	if err := m.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if strings.HasPrefix(e.ReportingController, "fleetslice") {
+			t.Logf("%s: event %s on %s %s: %s", m.Name, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
+			n++
+		}
+	}
+	return n
+}
+
+// exportedService is a selector-less Service with one ready endpoint in a slice of its own, as
+// member i would export it.
+func exportedService(ns, name string, i int) []client.Object {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+	}}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-own", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "budget.test",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{fmt.Sprintf("10.%d.0.%d", 10+i, 10+len(name))},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		}},
+	}
+	return []client.Object{svc, slice, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
+}
+
+func memberWrites(ctx context.Context, m *clustersettest.Member) (apimetrics.Writes, error) {
+	raw, err := apimetrics.Scrape(ctx, m.Config)
+	if err != nil {
+		return apimetrics.Writes{}, err
+	}
+	return apimetrics.CountWrites(raw, nil)
+}
+
+// waitConverged waits until the member imports every Service from every exporter: a ServiceImport
+// with its ClusterSet IP and all exporters in its status, and one imported slice per exporter.
+func waitConverged(ctx context.Context, m *clustersettest.Member, ns string, exporters int) error {
+	for ctx.Err() == nil {
+		var imports mcsv1beta1.ServiceImportList
+		var slices discoveryv1.EndpointSliceList
+		if m.Client.List(ctx, &imports, client.InNamespace(ns)) == nil &&
+			m.Client.List(ctx, &slices, client.InNamespace(ns), client.HasLabels{mcsv1beta1.LabelServiceName}) == nil {
+			done := 0
+			for _, si := range imports.Items {
+				if len(si.Spec.IPs) > 0 && len(si.Status.Clusters) == exporters {
+					done++
+				}
+			}
+			if done == writeBudgetServices && len(slices.Items) == writeBudgetServices*exporters {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not import all %d Services from %d exporters: %w", m.Name, writeBudgetServices, exporters, ctx.Err())
+}
+
+// settledWrites reads the member's writes once they have stopped growing for two seconds (Lease
+// renewals aside), so that a write still on its way after convergence is counted too.
+func settledWrites(ctx context.Context, m *clustersettest.Member) (apimetrics.Writes, error) {
+	var last apimetrics.Writes
+	lastTotal, stableSince := -1, time.Now()
+	for ctx.Err() == nil {
+		w, err := memberWrites(ctx, m)
+		if err != nil {
+			return w, err
+		}
+		total := w.Total() - leaseWrites(w)
+		if total != lastTotal {
+			lastTotal, stableSince, last = total, time.Now(), w
+		} else if time.Since(stableSince) >= 2*time.Second {
+			return last, nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return last, ctx.Err()
+}
+
+func leaseWrites(w apimetrics.Writes) int {
+	n := 0
+	for k, v := range w.Served {
+		if k.Resource == "leases" {
+			n += v
+		}
+	}
+	return n
+}
+
+func compareWrites(a, b apimetrics.Write) int {
+	return strings.Compare(a.Resource+" "+a.Verb, b.Resource+" "+b.Verb)
+}
+
+func formatWrites(per map[apimetrics.Write]float64) string {
+	var parts []string
+	total := 0.0
+	for _, w := range slices.SortedFunc(maps.Keys(per), compareWrites) {
+		parts = append(parts, fmt.Sprintf("%s %s %.2f", w.Resource, w.Verb, per[w]))
+		total += per[w]
+	}
+	return fmt.Sprintf("%.2f in all: %s", total, strings.Join(parts, ", "))
+}
