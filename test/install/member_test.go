@@ -114,6 +114,23 @@ func (m *installedMember) start(ctx context.Context) {
 // and the Node's name, the only field the installed workloads refer to. Later entries win
 // when the environment is read, so these override the kubelet's own variables before them.
 func containerEnv(objs []*unstructured.Unstructured, kind, container, node string) []string {
+	var out []string
+	items, _ := installedContainer(objs, kind, container)["env"].([]any)
+	for _, item := range items {
+		e := item.(map[string]any)
+		value, isLiteral := e["value"].(string)
+		if !isLiteral {
+			field, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath")
+			Expect(field).To(Equal("spec.nodeName"), "env %v of %s %s", e["name"], kind, container)
+			value = node
+		}
+		out = append(out, e["name"].(string)+"="+value)
+	}
+	return out
+}
+
+// installedContainer is the named container of the installed workload of kind.
+func installedContainer(objs []*unstructured.Unstructured, kind, container string) map[string]any {
 	for _, obj := range objs {
 		if obj.GetKind() != kind {
 			continue
@@ -121,23 +138,9 @@ func containerEnv(objs []*unstructured.Unstructured, kind, container, node strin
 		containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 		Expect(err).NotTo(HaveOccurred())
 		for _, c := range containers {
-			cm := c.(map[string]any)
-			if cm["name"] != container {
-				continue
+			if cm := c.(map[string]any); cm["name"] == container {
+				return cm
 			}
-			var out []string
-			items, _ := cm["env"].([]any)
-			for _, item := range items {
-				e := item.(map[string]any)
-				value, isLiteral := e["value"].(string)
-				if !isLiteral {
-					field, _, _ := unstructured.NestedString(e, "valueFrom", "fieldRef", "fieldPath")
-					Expect(field).To(Equal("spec.nodeName"), "env %v of %s %s", e["name"], kind, container)
-					value = node
-				}
-				out = append(out, e["name"].(string)+"="+value)
-			}
-			return out
 		}
 	}
 	Fail("no " + kind + " container " + container + " in the installed objects")
@@ -205,29 +208,15 @@ func (m *installedMember) stop() {
 
 // containerCommand is a workload container's command and arguments exactly as installed.
 func containerCommand(objs []*unstructured.Unstructured, kind, container string) []string {
-	for _, obj := range objs {
-		if obj.GetKind() != kind {
-			continue
-		}
-		containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-		Expect(err).NotTo(HaveOccurred())
-		for _, c := range containers {
-			cm := c.(map[string]any)
-			if cm["name"] != container {
-				continue
-			}
-			var out []string
-			for _, key := range []string{"command", "args"} {
-				items, _ := cm[key].([]any)
-				for _, item := range items {
-					out = append(out, item.(string))
-				}
-			}
-			return out
+	cm := installedContainer(objs, kind, container)
+	var out []string
+	for _, key := range []string{"command", "args"} {
+		items, _ := cm[key].([]any)
+		for _, item := range items {
+			out = append(out, item.(string))
 		}
 	}
-	Fail("no " + kind + " container " + container + " in the installed objects")
-	return nil
+	return out
 }
 
 func createReadyNode(ctx context.Context, c client.Client, name, zone string) {
