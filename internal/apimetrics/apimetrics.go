@@ -74,6 +74,21 @@ func (w Writes) Total() int {
 	return n
 }
 
+// Without drops the writes of one resource: Lease renewals, say, which a live member makes
+// whatever else happens.
+func (w Writes) Without(resource string) Writes {
+	keep := func(in map[Write]int) map[Write]int {
+		out := map[Write]int{}
+		for k, v := range in {
+			if k.Resource != resource {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return Writes{Served: keep(w.Served), Conflicts: keep(w.Conflicts)}
+}
+
 // Sub is what w served since before.
 func (w Writes) Sub(before Writes) Writes {
 	diff := func(now, then map[Write]int) map[Write]int {

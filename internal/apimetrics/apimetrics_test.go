@@ -59,3 +59,15 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatalf("got %d events, %d bytes, %v; want 15 and 22980", events, bytes, err)
 	}
 }
+
+func TestWithoutDropsOneResourceServedAndConflicting(t *testing.T) {
+	lease, slice := Write{Resource: "leases", Verb: "update"}, Write{Resource: "endpointslices", Verb: "create"}
+	w := Writes{Served: map[Write]int{lease: 7, slice: 3}, Conflicts: map[Write]int{lease: 1, slice: 2}}
+	got := w.Without("leases")
+	if want := (Writes{Served: map[Write]int{slice: 3}, Conflicts: map[Write]int{slice: 2}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Without(leases) = %+v, want %+v", got, want)
+	}
+	if w.Served[lease] != 7 {
+		t.Fatal("Without changed the writes it read")
+	}
+}

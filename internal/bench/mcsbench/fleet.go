@@ -247,20 +247,7 @@ func nonLeaseTotal(ws []apimetrics.Writes) int {
 }
 
 // withoutLeases drops Lease renewals, which a live member makes whatever else happens.
-func withoutLeases(w apimetrics.Writes) apimetrics.Writes {
-	out := apimetrics.Writes{Served: map[apimetrics.Write]int{}, Conflicts: map[apimetrics.Write]int{}}
-	for k, v := range w.Served {
-		if k.Resource != "leases" {
-			out.Served[k] = v
-		}
-	}
-	for k, v := range w.Conflicts {
-		if k.Resource != "leases" {
-			out.Conflicts[k] = v
-		}
-	}
-	return out
-}
+func withoutLeases(w apimetrics.Writes) apimetrics.Writes { return w.Without("leases") }
 
 // sampleServices picks n distinct Services with the measurement's seed.
 func (f *fleet) sampleServices(n int, salt uint64) []int {
