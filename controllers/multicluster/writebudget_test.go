@@ -50,7 +50,7 @@ var importWriteBudget = map[apimetrics.Write]float64{
 
 // conflictBudget bounds the writes per import refused with 409 Conflict, all kinds together:
 // retries of syncs that ran on a cache behind their own writes, which grow with the machine's
-// load (0.1 to 0.53 per import measured here beside other packages' tests), never a storm.
+// load (0.1 to 0.65 per import measured here beside other packages' tests), never a storm.
 const conflictBudget = 1.0
 
 // writeBudgetServices is the number of Services every member exports: enough that a write made
