@@ -26,7 +26,7 @@ import (
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/crds"
+	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
 // The agent learns its cluster id as the manager does: the ClusterProperty

@@ -24,9 +24,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/fleetslice/fleetslice/internal/netns"
-	"github.com/fleetslice/fleetslice/internal/testenv"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/netns"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // Addresses the agent process serves inside its node namespace.

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/agent"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // chaosSize is the table and the number of kills: small in `make test`, large with

@@ -29,8 +29,8 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
-	"github.com/fleetslice/fleetslice/internal/testenv"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 var (

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/fleetslice/fleetslice/internal/netns"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/netns"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // requireKernel skips (or, under FLEETSLICE_REQUIRE_KERNEL_TESTS=1, fails)

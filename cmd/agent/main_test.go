@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/internal/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
 func parse(t *testing.T, args ...string) (*flags, error) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetslice/fleetslice/internal/bench"
-	"github.com/fleetslice/fleetslice/internal/bench/parts"
+	"github.com/fleetslice/fleetslice/internal/lab/bench"
+	"github.com/fleetslice/fleetslice/internal/lab/bench/parts"
 )
 
 // benchOptions are the flags of `fleetslice bench`.

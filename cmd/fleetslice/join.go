@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/join"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
 )
 
 type joinFlags struct {

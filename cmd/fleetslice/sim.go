@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetslice/fleetslice/controllers/topology"
-	"github.com/fleetslice/fleetslice/internal/bench/topologybench/sim"
+	"github.com/fleetslice/fleetslice/internal/lab/bench/topologybench/sim"
 )
 
 // simOptions are the flags of `fleetslice sim`.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
 )
 
 type upFlags struct {

@@ -4,7 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // metricValue reads a metric from controller-runtime's registry.

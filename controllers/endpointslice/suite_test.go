@@ -12,7 +12,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
-	"github.com/fleetslice/fleetslice/internal/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
 var (

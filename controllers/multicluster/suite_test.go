@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
-	"github.com/fleetslice/fleetslice/internal/provision/broker"
+	"github.com/fleetslice/fleetslice/internal/ops/broker"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
 

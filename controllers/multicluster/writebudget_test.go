@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/apimetrics"
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
 

@@ -21,7 +21,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/dns/build"
-	"github.com/fleetslice/fleetslice/internal/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
 // propagationLimit is how soon after a change its answer must be served (issue 12).

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/testenv"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
 // specCorefile is a member's cluster DNS as docs/dns.md gives it: clusterset serves its zone

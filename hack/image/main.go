@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/fleetslice/fleetslice/internal/image"
+	"github.com/fleetslice/fleetslice/internal/release/image"
 )
 
 // archives are what build writes and push sends, in this order.

@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/fleetslice/fleetslice/internal/image"
-	"github.com/fleetslice/fleetslice/internal/installer"
+	"github.com/fleetslice/fleetslice/internal/release/image"
+	"github.com/fleetslice/fleetslice/internal/release/installer"
 	"github.com/fleetslice/fleetslice/pkg/version"
 )
 

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
-	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
 

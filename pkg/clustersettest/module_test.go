@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 )
 
 // TestOutsideModuleRunsTheExampleSuite is what a team does: a module of its own that requires

@@ -23,9 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/internal/faultproxy"
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/faultproxy"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // member is one cluster of the set with fleetslice running on it: one manager replica (two in

@@ -15,7 +15,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
-	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
 )
 
 // steadyWatch follows the "steady" Service's slices in every member, local and imported, from

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/e2ebench"
+	"github.com/fleetslice/fleetslice/internal/lab/e2ebench"
 )
 
 const namespace = "chaos"

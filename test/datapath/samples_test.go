@@ -28,9 +28,9 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/statusview"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/ops/statusview"
 )
 
 // readmeExecCommand is the README's `kubectl exec` line that asks a clusterset.local name from

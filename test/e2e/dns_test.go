@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/statusview"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/ops/statusview"
 )
 
 // resolveLimit is how soon after a ServiceImport appears its name must resolve (issue 12).

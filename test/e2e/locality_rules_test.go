@@ -11,8 +11,8 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/statusview"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/ops/statusview"
 )
 
 // agentRun is one dry-run agent process and the file it renders its ruleset to.

@@ -24,8 +24,8 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/statusview"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/ops/statusview"
 )
 
 // The locality spec runs real node agents (the agent binary, dry-run, one per zone of each

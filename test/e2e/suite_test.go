@@ -19,7 +19,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
-	"github.com/fleetslice/fleetslice/internal/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
 )
 
 var (

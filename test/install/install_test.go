@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/join"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
 )
 
 const (

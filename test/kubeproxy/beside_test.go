@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
+	"github.com/fleetslice/fleetslice/internal/lab/localset/localsettest"
 )
 
 // echoScript answers every TCP connection on 8080 with the Pod's name, which the spec counts

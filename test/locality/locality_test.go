@@ -25,7 +25,7 @@ import (
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/internal/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
 

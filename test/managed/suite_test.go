@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/fleetslice/fleetslice/internal/localset"
-	"github.com/fleetslice/fleetslice/internal/localset/localsettest"
+	"github.com/fleetslice/fleetslice/internal/lab/localset"
+	"github.com/fleetslice/fleetslice/internal/lab/localset/localsettest"
 )
 
 var (

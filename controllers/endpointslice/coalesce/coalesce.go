@@ -94,7 +94,7 @@ func (c Config) BurstWindow(lastSync time.Duration) time.Duration {
 // in batches) with gaps longer than Quiet between them. Each gap closed a window early, and the
 // first change after it synced alone, so a steady stream of Pods becoming ready made two syncs,
 // and two writes, per burst window. Replayed from the endpointslice-e2e bench's recorded Pod
-// events (internal/bench/slicediff's TestReplayTraces), creating 1,000 Pods took 226 syncs, each
+// events (internal/lab/bench/slicediff's TestReplayTraces), creating 1,000 Pods took 226 syncs, each
 // one write, and 137 with churn holding the window (p50 wait 312 ms, 389 ms; p99 555 ms both); a
 // rollout took 1,157 writes and 755. The wait of any change stays within its burst window, as
 // before. A lone change, or the first burst after one, still settles on a quiet spell.

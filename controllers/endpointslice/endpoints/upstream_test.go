@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // upstreamSets runs the upstream reconciler (k8s.io/endpointslice v0.37.2)

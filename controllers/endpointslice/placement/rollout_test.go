@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
-	"github.com/fleetslice/fleetslice/internal/testutil"
+	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
 // rollout replays a Deployment rolling update (maxSurge 25%, maxUnavailable

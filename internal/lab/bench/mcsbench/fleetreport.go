@@ -1,0 +1,141 @@
+package mcsbench
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
+	"github.com/fleetslice/fleetslice/internal/lab/bench"
+	"github.com/fleetslice/fleetslice/internal/lab/e2ebench"
+)
+
+// bulkBound is the promise docs/multicluster.md makes for 3 members x 1,000 exported Services.
+const bulkBound = 20 * time.Second
+
+// joinPropagationBound is how late a single change may arrive while another member bulk syncs.
+const joinPropagationBound = time.Second
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func msOf(d time.Duration) string {
+	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+}
+
+// perExport is writes per exported Service, by resource, as "resource verb n" sorted.
+func perExport(w apimetrics.Writes, exports int) string {
+	var parts []string
+	for k, n := range w.Served {
+		parts = append(parts, fmt.Sprintf("%s %s %.2f", k.Resource, k.Verb, float64(n)/float64(exports)))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func sumWrites(ws []apimetrics.Writes) int {
+	n := 0
+	for _, w := range ws {
+		n += w.Total()
+	}
+	return n
+}
+
+// fleetTables reports the fleet runs: convergence and scale, writes per export, and checks.
+func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
+	scale := bench.Table{
+		Caption: "Fleet scale on light members: bulk convergence, single changes, a lost and a joining member",
+		Header: []string{"Members x exported Services", "All managers start -> all imported", "One member joins -> all imported",
+			"Single change p50 / p99", "p99 while a member joins", "Lease expiry -> lost member withdrawn (max)",
+			"Broker objects", "Broker watch events / KiB per change", "Broker kube-apiserver RSS / CPU", "Broker etcd RSS / CPU", "Manager RSS (max)",
+			"CPU in the bulk start: managers / member API servers / member etcds"},
+	}
+	writes := bench.Table{
+		Caption: "Writes during the bulk start, counted at each API server, per exported Service",
+		Header:  []string{"Members x exported Services", "Where", "Writes", "Per export", "By resource and verb, per export"},
+	}
+	var checks []bench.Check
+	for _, r := range runs {
+		size := fmt.Sprintf("%d x %s", r.Members, bench.Count(int64(r.Services)))
+		exports := r.Members * r.Services
+		objects := fmt.Sprintf("%d records, %d slices, %d Leases", r.BrokerObjects["ServiceExportRecord"], r.BrokerObjects["EndpointSlice"], r.BrokerObjects["Lease"])
+		scale.Rows = append(scale.Rows, []string{
+			size, r.Bulk.Round(100 * time.Millisecond).String(), r.Join.Round(100 * time.Millisecond).String(),
+			msOf(e2ebench.Percentile(r.Propagation, 50)) + " / " + msOf(e2ebench.Percentile(r.Propagation, 99)),
+			msOf(e2ebench.Percentile(r.JoinPropagation, 99)),
+			msOf(slices.Max(append([]time.Duration{0}, r.Withdrawal...))),
+			objects,
+			fmt.Sprintf("%.1f / %.1f", r.WatchEventsPerChange, r.WatchBytesPerChange/1024),
+			mib(r.BrokerAPIServerRSS) + " / " + r.BrokerAPIServerCPU.Round(100*time.Millisecond).String(),
+			mib(r.BrokerEtcdRSS) + " / " + r.BrokerEtcdCPU.Round(100*time.Millisecond).String(),
+			mib(slices.Max(append([]int64{0}, r.ManagerRSS...))),
+			fmt.Sprintf("%s / %s / %s", r.ManagersCPU.Round(100*time.Millisecond), r.MemberAPIServersCPU.Round(100*time.Millisecond), r.MemberEtcdsCPU.Round(100*time.Millisecond)),
+		})
+		for i, w := range r.BulkWrites {
+			where, per := "broker", exports
+			if i > 0 {
+				where, per = fmt.Sprintf("member-%02d", i-1), r.Services
+			}
+			if i > 2 && i < len(r.BulkWrites)-1 {
+				continue // members look alike; the first two and the last stand for them
+			}
+			writes.Rows = append(writes.Rows, []string{size, where, strconv.Itoa(w.Total()),
+				fmt.Sprintf("%.2f", float64(w.Total())/float64(per)), perExport(w, per)})
+		}
+		checks = append(checks, fleetChecks(r)...)
+	}
+	return []bench.Table{scale, writes}, checks
+}
+
+func fleetChecks(r *fleetResult) []bench.Check {
+	size := fmt.Sprintf("%d members x %d Services", r.Members, r.Services)
+	restart := bench.Check{Name: size + ": a restart of every manager with nothing changed writes nothing but Lease renewals"}
+	if n := sumWrites(r.RestartWrites); n > 0 {
+		var seen []string
+		for i, w := range r.RestartWrites {
+			if w.Total() > 0 {
+				seen = append(seen, fmt.Sprintf("cluster %d: %s", i, perExport(w, 1)))
+			}
+		}
+		restart.Failure = fmt.Sprintf("%d writes: %s", n, strings.Join(seen, "; "))
+	}
+	arrived := bench.Check{Name: size + ": every single change reached every other member, also while a member joined"}
+	if r.Missing > 0 || r.JoinMissing > 0 || len(r.Propagation) == 0 || len(r.JoinPropagation) == 0 {
+		arrived.Failure = fmt.Sprintf("%d and %d arrivals missing", r.Missing, r.JoinMissing)
+	}
+	fair := bench.Check{Name: fmt.Sprintf("%s: while a member bulk syncs, single changes between others arrive within %s (p99)", size, joinPropagationBound)}
+	if p := e2ebench.Percentile(r.JoinPropagation, 99); p > joinPropagationBound {
+		fair.Failure = fmt.Sprintf("p99 %s", p)
+	}
+	checks := []bench.Check{restart, arrived}
+	// Times are claims about full-size runs only; quick runs check what cannot depend on speed.
+	if r.Services >= fullFleetServices {
+		checks = append(checks, fair)
+	}
+	if r.Members == 3 && r.Services == 1000 {
+		bulk := bench.Check{Name: fmt.Sprintf("3 members x 1,000 Services: all imported everywhere within %s of the managers starting", bulkBound)}
+		if r.Bulk > bulkBound {
+			bulk.Failure = fmt.Sprintf("took %s", r.Bulk.Round(100*time.Millisecond))
+		}
+		checks = append(checks, bulk)
+	}
+	return checks
+}
+
+func fleetNote(lease time.Duration, managerArgs []string) string {
+	flags := "at their defaults"
+	if len(managerArgs) > 0 {
+		flags = "with " + strings.Join(managerArgs, " ") + " (tuned, not the defaults)"
+	}
+	return fmt.Sprintf("Light members are etcd and kube-apiserver only (envtest control planes), each exporting "+
+		"selector-less Services with one hand-written EndpointSlice of one ready endpoint; one manager process per "+
+		"member, %s (lease %s). Every member imports every member's endpoints of every Service. Phases, in order: "+
+		"every manager started at once; every manager restarted with nothing changed (writes counted for 15 s after "+
+		"each had renewed its Lease); single changes (a second endpoint in the first member's slice) timed by watches "+
+		"in every other member; the last member's manager stopped (withdrawal timed from its Lease expiry); that member "+
+		"removed for good and started again (a join), while single changes between the first two members are timed. "+
+		"Writes are counted at each API server (apiserver_request_total) and include Lease renewals and Events; "+
+		"broker watch bytes are apiserver_watch_events_sizes over the single changes, Lease renewals included. "+
+		"CPU is the broker's processes' over the bulk start.", flags, lease)
+}
