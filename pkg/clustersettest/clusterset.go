@@ -37,8 +37,8 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/ops/broker"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/ops/broker"
 )
 
 // Defaults of Options.

@@ -19,8 +19,8 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
-	"github.com/fleetslice/fleetslice/internal/ops/broker"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/ops/broker"
 )
 
 // Member is one member cluster of the ClusterSet.

@@ -19,11 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/internal/release/image"
-	"github.com/fleetslice/fleetslice/internal/release/installer"
-	"github.com/fleetslice/fleetslice/internal/ops/join"
 	"github.com/fleetslice/fleetslice/internal/lab/netns"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
+	"github.com/fleetslice/fleetslice/internal/release/image"
+	"github.com/fleetslice/fleetslice/internal/release/installer"
 )
 
 // zones of every member's Nodes; the agent runs as the first Node's.

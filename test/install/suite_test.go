@@ -21,14 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetslice/fleetslice/internal/ops/crds"
-	"github.com/fleetslice/fleetslice/internal/release/image"
-	"github.com/fleetslice/fleetslice/internal/release/installer"
-	"github.com/fleetslice/fleetslice/internal/ops/join"
 	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 	"github.com/fleetslice/fleetslice/internal/lab/netns"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 	"github.com/fleetslice/fleetslice/internal/lab/testutil"
+	"github.com/fleetslice/fleetslice/internal/ops/crds"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
+	"github.com/fleetslice/fleetslice/internal/release/image"
+	"github.com/fleetslice/fleetslice/internal/release/installer"
 )
 
 var (

@@ -25,8 +25,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/ops/crds"
 	"github.com/fleetslice/fleetslice/internal/ops/broker"
+	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
 // Zone is one availability zone of the simulated clusters. Nodes in different zones get different

@@ -21,8 +21,8 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
-	"github.com/fleetslice/fleetslice/internal/ops/crds"
 	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
 // Cluster is one running control plane.

@@ -15,9 +15,9 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/internal/ops/join"
-	"github.com/fleetslice/fleetslice/internal/ops/broker"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/ops/broker"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
 )
 
 func options(m *testenv.Cluster, id string) join.Options {

@@ -28,9 +28,9 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/brokercreds"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
-	"github.com/fleetslice/fleetslice/internal/ops/join"
-	"github.com/fleetslice/fleetslice/internal/ops/broker"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+	"github.com/fleetslice/fleetslice/internal/ops/broker"
+	"github.com/fleetslice/fleetslice/internal/ops/join"
 )
 
 // leaveAll takes both members out of whatever ClusterSet membership another spec left them in.

@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 	"github.com/fleetslice/fleetslice/internal/ops/crds"
 	"github.com/fleetslice/fleetslice/internal/release/installer"
-	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
 var (
