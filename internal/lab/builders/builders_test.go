@@ -138,8 +138,8 @@ func TestMakeEndpointSlice(t *testing.T) {
 			Addresses:  []string{"10.0.0.1"},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
 			NodeName:   ptr.To("n"), Zone: ptr.To("z"), Hostname: ptr.To("h"),
-			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z"}}},
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-0", UID: "p0"},
+			Hints:     &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z"}}},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-0", UID: "p0"},
 		}},
 	}
 	if !reflect.DeepEqual(got, want) {
