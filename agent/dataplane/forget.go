@@ -187,7 +187,7 @@ func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntr
 	if d == nil || len(d.key) != 1 || len(d.data) != 1 {
 		return nil, fmt.Errorf("no affinity map %q in table %s", name, TableName)
 	}
-	conn, err := nftables.New()
+	conn, err := b.conn()
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 )
@@ -20,6 +21,12 @@ import (
 // atomically, and its cost is that of the change, since nothing is read back from the kernel
 // (the nft program parses and checks the whole existing table on every transaction).
 func NewNetlinkBackend(f knftables.Family) (Backend, error) {
+	return newNetlinkBackend(f, nil)
+}
+
+// newNetlinkBackend is NewNetlinkBackend talking to dial instead of the kernel when dial is set:
+// tests see every message the backend sends.
+func newNetlinkBackend(f knftables.Family, dial nltest.Func) (*netlinkBackend, error) {
 	fam, ok := familyFor(f)
 	if !ok || f == "" {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", f)
@@ -29,7 +36,15 @@ func NewNetlinkBackend(f knftables.Family) (Backend, error) {
 		tf = nftables.TableFamilyIPv6
 	}
 	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*setDef{},
-		model: newTableModel()}, nil
+		model: newTableModel(), dial: dial}, nil
+}
+
+// conn opens a connection to the kernel, or to the test's dial.
+func (b *netlinkBackend) conn(opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	if b.dial != nil {
+		return nftables.New(nftables.WithTestDial(b.dial))
+	}
+	return nftables.New(opts...)
 }
 
 type netlinkBackend struct {
@@ -44,6 +59,7 @@ type netlinkBackend struct {
 	model    *tableModel
 	gen      uint32
 	genKnown bool
+	dial     nltest.Func // nil: the kernel
 }
 
 // batch is one transaction under construction.
@@ -65,7 +81,7 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
 	// The kernel answers every message of the batch; room for all answers (and for the
 	// batch itself) keeps a large full sync from losing them.
 	size := min(1<<20+len(ops)*1024, math.MaxInt32/2)
-	conn, err := nftables.New(nftables.WithSockOptions(func(c *netlink.Conn) error {
+	conn, err := b.conn(nftables.WithSockOptions(func(c *netlink.Conn) error {
 		raw, err := c.SyscallConn()
 		if err != nil {
 			return err
@@ -117,7 +133,9 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
 		b.sets[name] = d
 	}
 	b.model.apply(ops)
-	b.noteGeneration()
+	if b.dial == nil {
+		b.noteGeneration()
+	}
 	return nil
 }
 
