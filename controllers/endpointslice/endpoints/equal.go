@@ -54,13 +54,27 @@ func IdentityOf(ep *discoveryv1.Endpoint) Identity {
 }
 
 // EndpointsEqual reports whether a and b have the same content, so that
-// replacing one by the other would not change what consumers see.
+// replacing one by the other would not change what consumers see. It is the
+// one Endpoint comparison in fleetslice: the EndpointSlice controller's
+// placement decides with it whether a slice needs an update, and the
+// multi-cluster controllers' sliceplan.SameContent whether an imported slice or
+// broker copy does. Two comparisons had drifted apart on the targetRef's
+// resourceVersion; one keeps the controllers agreeing on what a change is.
 //
 // It ignores Hints, which a separate topology decision sets (compare them
-// with HintsEqual), and the targetRef's resourceVersion, which upstream
-// ignores too (it changes on every Pod write and no consumer uses it). Every other field counts, including the order of
-// addresses (only the first one is used by consumers) and deprecatedTopology.
-// Unset and empty collections are equal, as they are after an API round trip.
+// with HintsEqual), and the targetRef's resourceVersion. That is decided, not
+// left out: the resourceVersion changes on every write to the Pod (a status
+// heartbeat, a label) while nothing a consumer reads changes, and no consumer
+// (kube-proxy, the node agent, DNS) reads it. fleetslice's controller never
+// sets it, but a slice another controller wrote may, and sliceplan copies a
+// local slice's targetRefs into the imported slices: counting it would
+// rewrite those for nothing. Not counting it misses no real change: the Pod a
+// targetRef names (kind, namespace, name) and its UID, which changes when a
+// Pod is recreated under the same name, still count. Upstream ignores it too.
+//
+// Every other field counts, including the order of addresses (only the first
+// one is used by consumers) and deprecatedTopology. Unset and empty
+// collections are equal, as they are after an API round trip.
 func EndpointsEqual(a, b discoveryv1.Endpoint) bool {
 	return slices.Equal(a.Addresses, b.Addresses) &&
 		equalPointee(a.Conditions.Ready, b.Conditions.Ready) &&

@@ -121,3 +121,47 @@ func TestHintsEqual(t *testing.T) {
 		}
 	}
 }
+
+// The targetRef decides which Pod an endpoint is; of its fields only the
+// resourceVersion, which moves on every Pod write and which no consumer reads,
+// is not content. Both controllers compare endpoints with EndpointsEqual, so
+// this table is their shared contract (sliceplan's SameContent test checks it
+// holds there too).
+func TestEndpointsEqualTargetRef(t *testing.T) {
+	ref := func(edit func(*corev1.ObjectReference)) discoveryv1.Endpoint {
+		r := &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-0", UID: "u1", ResourceVersion: "7"}
+		if edit != nil {
+			edit(r)
+		}
+		return discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, TargetRef: r}
+	}
+	base := ref(nil)
+	cases := []struct {
+		name  string
+		other discoveryv1.Endpoint
+		equal bool
+	}{
+		{"same", ref(nil), true},
+		{"resourceVersion moved (a Pod write)", ref(func(r *corev1.ObjectReference) { r.ResourceVersion = "8" }), true},
+		{"resourceVersion unset (a writer that never sets it)", ref(func(r *corev1.ObjectReference) { r.ResourceVersion = "" }), true},
+		{"UID (Pod recreated under its name)", ref(func(r *corev1.ObjectReference) { r.UID = "u2" }), false},
+		{"UID and resourceVersion", ref(func(r *corev1.ObjectReference) { r.UID, r.ResourceVersion = "u2", "8" }), false},
+		{"name", ref(func(r *corev1.ObjectReference) { r.Name = "web-1" }), false},
+		{"namespace", ref(func(r *corev1.ObjectReference) { r.Namespace = "other" }), false},
+		{"kind", ref(func(r *corev1.ObjectReference) { r.Kind = "Node" }), false},
+		{"fieldPath", ref(func(r *corev1.ObjectReference) { r.FieldPath = "spec" }), false},
+		{"unset", discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}}, false},
+	}
+	for _, tc := range cases {
+		if got := EndpointsEqual(base, tc.other); got != tc.equal {
+			t.Errorf("%s: EndpointsEqual = %v, want %v", tc.name, got, tc.equal)
+		}
+		if got := EndpointsEqual(tc.other, base); got != tc.equal {
+			t.Errorf("%s (swapped): EndpointsEqual = %v, want %v", tc.name, got, tc.equal)
+		}
+	}
+	// The comparison must not clear the resourceVersion it ignores.
+	if base.TargetRef.ResourceVersion != "7" {
+		t.Errorf("EndpointsEqual modified its input: %+v", base.TargetRef)
+	}
+}
