@@ -21,6 +21,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/dns/build"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
@@ -104,19 +105,6 @@ func (s server) waitFor(start time.Time, name string, qtype uint16, rcode int, w
 	}
 }
 
-func importedSlice(name, service, cluster string, family discoveryv1.AddressType, endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{
-			mcsv1beta1.LabelServiceName:   service,
-			mcsv1beta1.LabelSourceCluster: cluster,
-			discoveryv1.LabelManagedBy:    "mcs-controller.fleetslice.io",
-		}},
-		AddressType: family,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](5432)}},
-		Endpoints:   endpoints,
-	}
-}
-
 func TestServesClustersetZoneFromTheAPIServer(t *testing.T) {
 	env, err := testenv.Start("dns")
 	if err != nil {
@@ -178,14 +166,14 @@ func TestServesClustersetZoneFromTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sl := range []*discoveryv1.EndpointSlice{
-		importedSlice("db-east", "db", "east", discoveryv1.AddressTypeIPv4,
+		builders.MakeImportedSlice("demo", "db-east", "db", "east").Port("pg", 5432).Endpoints(
 			discoveryv1.Endpoint{Addresses: []string{"10.1.0.5"}, Hostname: ptr.To("db-0")},
-			discoveryv1.Endpoint{Addresses: []string{"10.1.0.6"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}),
-		importedSlice("db-west", "db", "west", discoveryv1.AddressTypeIPv4,
+			discoveryv1.Endpoint{Addresses: []string{"10.1.0.6"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false)}}).Obj(),
+		builders.MakeImportedSlice("demo", "db-west", "db", "west").Port("pg", 5432).Endpoints(
 			discoveryv1.Endpoint{Addresses: []string{"10.2.0.5"}, Hostname: ptr.To("db-0")},
-			discoveryv1.Endpoint{Addresses: []string{"10.2.0.7"}}),
-		importedSlice("db-west-v6", "db", "west", discoveryv1.AddressTypeIPv6,
-			discoveryv1.Endpoint{Addresses: []string{"fd00:2::5"}, Hostname: ptr.To("db-0")}),
+			discoveryv1.Endpoint{Addresses: []string{"10.2.0.7"}}).Obj(),
+		builders.MakeImportedSlice("demo", "db-west-v6", "db", "west").AddressType(discoveryv1.AddressTypeIPv6).Port("pg", 5432).Endpoints(
+			discoveryv1.Endpoint{Addresses: []string{"fd00:2::5"}, Hostname: ptr.To("db-0")}).Obj(),
 	} {
 		if err := c.Create(ctx, sl); err != nil {
 			t.Fatal(err)

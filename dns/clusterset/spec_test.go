@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 )
 
@@ -92,16 +93,16 @@ func TestSpecificationOverTheWire(t *testing.T) {
 		{Addresses: []string{"10.1.0.7"}, Hostname: ptr.To("db-2"), Conditions: notReady},
 	}
 	create(&corev1.Service{ObjectMeta: meta("db"), Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}}}})
-	own := importedSlice("db-own", "db", "east", discoveryv1.AddressTypeIPv4, eastEndpoints...)
+	own := builders.MakeImportedSlice("demo", "db-own", "db", "east").Port("pg", 5432).Endpoints(eastEndpoints...).Obj()
 	own.Labels = map[string]string{discoveryv1.LabelServiceName: "db"}
 	for _, sl := range []*discoveryv1.EndpointSlice{
 		own,
-		importedSlice("db-east", "db", "east", discoveryv1.AddressTypeIPv4, eastEndpoints...),
-		importedSlice("db-west", "db", "west", discoveryv1.AddressTypeIPv4, discoveryv1.Endpoint{Addresses: []string{"10.2.0.5"}, Hostname: ptr.To("db-0")}),
-		importedSlice("db-west-v6", "db", "west", discoveryv1.AddressTypeIPv6,
+		builders.MakeImportedSlice("demo", "db-east", "db", "east").Port("pg", 5432).Endpoints(eastEndpoints...).Obj(),
+		builders.MakeImportedSlice("demo", "db-west", "db", "west").Port("pg", 5432).Endpoints(discoveryv1.Endpoint{Addresses: []string{"10.2.0.5"}, Hostname: ptr.To("db-0")}).Obj(),
+		builders.MakeImportedSlice("demo", "db-west-v6", "db", "west").AddressType(discoveryv1.AddressTypeIPv6).Port("pg", 5432).Endpoints(
 			discoveryv1.Endpoint{Addresses: []string{"fd00:2::5"}, Hostname: ptr.To("db-0")},
-			discoveryv1.Endpoint{Addresses: []string{"fd00:2::6"}}),
-		importedSlice("empty-west", "empty", "west", discoveryv1.AddressTypeIPv4, discoveryv1.Endpoint{Addresses: []string{"10.2.0.9"}, Conditions: notReady}),
+			discoveryv1.Endpoint{Addresses: []string{"fd00:2::6"}}).Obj(),
+		builders.MakeImportedSlice("demo", "empty-west", "empty", "west").Port("pg", 5432).Endpoints(discoveryv1.Endpoint{Addresses: []string{"10.2.0.9"}, Conditions: notReady}).Obj(),
 	} {
 		create(sl)
 	}

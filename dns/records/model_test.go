@@ -10,32 +10,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
-func importedSlice(service, cluster string, endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: service + "-" + cluster, Labels: map[string]string{
-			mcsv1beta1.LabelServiceName: service, mcsv1beta1.LabelSourceCluster: cluster,
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("PG"), Port: ptr.To[int32](5432)}, {Port: ptr.To[int32](9)}},
-		Endpoints:   endpoints,
-	}
-}
+// pgPorts are the ports of every imported slice here: a named one and an unnamed one, neither
+// with a protocol, which the records must read as TCP.
+var pgPorts = []discoveryv1.EndpointPort{{Name: ptr.To("PG"), Port: ptr.To[int32](5432)}, {Port: ptr.To[int32](9)}}
 
 func headlessImport(name string) *mcsv1beta1.ServiceImport {
 	return &mcsv1beta1.ServiceImport{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name},
 		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, IPs: []string{"10.0.0.99"}},
 	}
-}
-
-func endpoint(hostname string, addresses ...string) discoveryv1.Endpoint {
-	e := discoveryv1.Endpoint{Addresses: addresses}
-	if hostname != "" {
-		e.Hostname = ptr.To(hostname)
-	}
-	return e
 }
 
 func TestBuildClusterSetIP(t *testing.T) {
@@ -51,7 +38,7 @@ func TestBuildClusterSetIP(t *testing.T) {
 			},
 		},
 	}
-	got := Build(imp, []*discoveryv1.EndpointSlice{importedSlice("web", "east", endpoint("", "10.1.0.1"))})
+	got := Build(imp, []*discoveryv1.EndpointSlice{builders.MakeImportedSlice("demo", "web-east", "web", "east").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.1.0.1").Obj()).Obj()})
 	if got.Headless || len(got.Endpoints) != 0 {
 		t.Fatalf("a ClusterSetIP import resolves to its IPs only, got %+v", got)
 	}
@@ -68,16 +55,16 @@ func TestBuildClusterSetIP(t *testing.T) {
 }
 
 func TestBuildHeadless(t *testing.T) {
-	other := importedSlice("web", "east", endpoint("", "10.9.9.9"))
-	unlabelled := importedSlice("db", "", endpoint("", "10.8.8.8"))
-	emptyPart := importedSlice("db", "a..b", endpoint("", "10.8.8.9"))
-	notReady := endpoint("", "10.2.0.6")
+	other := builders.MakeImportedSlice("demo", "web-east", "web", "east").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.9.9.9").Obj()).Obj()
+	unlabelled := builders.MakeImportedSlice("demo", "db-", "db", "").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.8.8.8").Obj()).Obj()
+	emptyPart := builders.MakeImportedSlice("demo", "db-a..b", "db", "a..b").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.8.8.9").Obj()).Obj()
+	notReady := builders.MakeEndpoint("10.2.0.6").Obj()
 	notReady.Conditions.Ready = ptr.To(false)
-	ready := endpoint("", "10.1.0.5")
+	ready := builders.MakeEndpoint("10.1.0.5").Obj()
 	ready.Conditions.Ready = ptr.To(true)
 	got := Build(headlessImport("db"), []*discoveryv1.EndpointSlice{
-		importedSlice("db", "West", endpoint("DB-0", "10.2.0.5"), notReady),
-		importedSlice("db", "east", ready, endpoint("", "garbage")),
+		builders.MakeImportedSlice("demo", "db-West", "db", "West").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.2.0.5").Hostname("DB-0").Obj(), notReady).Obj(),
+		builders.MakeImportedSlice("demo", "db-east", "db", "east").Ports(pgPorts...).Endpoints(ready, builders.MakeEndpoint("garbage").Obj()).Obj(),
 		other, unlabelled, emptyPart, nil,
 	})
 	if !got.Headless || len(got.IPs) != 0 || !got.Exists() {
@@ -131,17 +118,17 @@ func TestAddressLabel(t *testing.T) {
 // the same whatever order the slices come in; a hostname from the slice keeps its name.
 func TestBuildNamesEndpointsUniquely(t *testing.T) {
 	slicesIn := []*discoveryv1.EndpointSlice{
-		importedSlice("db", "east",
-			endpoint("", "10.1.0.6"),
-			endpoint("10-1-0-6", "10.1.0.99"),    // a real hostname that is 10.1.0.6's identifier
-			endpoint("10-1-0-6-x2", "10.1.0.98"), // and the first way out of it
-			endpoint("", "10.1.0.7", "10.1.0.77"),
-			endpoint("not_a_label", "10.1.0.8"), // not a DNS label: named as if absent
-			endpoint("", "10.1.0.7"),            // the same endpoint in a second copy
-		),
-		importedSlice("db", "west", endpoint("", "10.1.0.6")), // same id, other cluster: no clash
+		builders.MakeImportedSlice("demo", "db-east", "db", "east").Ports(pgPorts...).Endpoints(
+			builders.MakeEndpoint("10.1.0.6").Obj(),
+			builders.MakeEndpoint("10.1.0.99").Hostname("10-1-0-6").Obj(),    // a real hostname that is 10.1.0.6's identifier
+			builders.MakeEndpoint("10.1.0.98").Hostname("10-1-0-6-x2").Obj(), // and the first way out of it
+			builders.MakeEndpoint("10.1.0.7", "10.1.0.77").Obj(),
+			builders.MakeEndpoint("10.1.0.8").Hostname("not_a_label").Obj(), // not a DNS label: named as if absent
+			builders.MakeEndpoint("10.1.0.7").Obj(),                         // the same endpoint in a second copy
+		).Obj(),
+		builders.MakeImportedSlice("demo", "db-west", "db", "west").Ports(pgPorts...).Endpoints(builders.MakeEndpoint("10.1.0.6").Obj()).Obj(), // same id, other cluster: no clash
 	}
-	slicesIn[0].Endpoints = append(slicesIn[0].Endpoints, endpoint("", "fd00::6"))
+	slicesIn[0].Endpoints = append(slicesIn[0].Endpoints, builders.MakeEndpoint("fd00::6").Obj())
 	want := []Endpoint{
 		{Cluster: "east", Hostname: "10-1-0-6", Addrs: addrs("10.1.0.99")},
 		{Cluster: "east", Hostname: "10-1-0-6-x2", Addrs: addrs("10.1.0.98")},
