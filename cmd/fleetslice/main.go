@@ -1,5 +1,7 @@
 // Command fleetslice is the developer CLI: it brings up a local ClusterSet of simulated clusters,
-// shows what fleetslice decided in it, and runs the simulator and benchmarks.
+// shows what fleetslice decided in it, and runs the simulator and benchmarks. It links the lab
+// (envtest, the benchmarks, plotting); what users run against real clusters is the kubectl
+// plugin in cmd/kubectl-fleetslice, which links none of it.
 package main
 
 import (
@@ -29,13 +31,12 @@ func main() {
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "fleetslice",
-		Short:         "Join clusters to a ClusterSet, and run and inspect fleetslice on a local ClusterSet of simulated clusters",
+		Short:         "Run and inspect fleetslice on a local ClusterSet of simulated clusters, and run the simulator and benchmarks (users run `kubectl fleetslice`)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().String("workdir", ".fleetslice", "directory holding the local ClusterSet's state, logs and kubeconfig")
-	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand(), newBenchCommand(),
-		newJoinCommand(), newLeaveCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newStatusCommand(), newRunCommand(), newSimCommand(), newBenchCommand())
 	return root
 }
 

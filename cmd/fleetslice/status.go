@@ -19,7 +19,7 @@ func newStatusCommand() *cobra.Command {
 	var watch time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show each cluster's zones, Services, EndpointSlices, hints and ServiceImports",
+		Short: "Show each local cluster's zones, Services, EndpointSlices, hints and ServiceImports (real clusters: kubectl fleetslice status)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cs, err := localset.Load(workdirFlag(cmd))

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
@@ -41,19 +39,11 @@ func (f *joinFlags) configs() error {
 	return nil
 }
 
-func loadConfig(path, context string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if path != "" {
-		rules.ExplicitPath = path
-	}
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-}
-
 func newJoinCommand() *cobra.Command {
 	f := &joinFlags{}
 	var renew bool
 	cmd := &cobra.Command{
-		Use:   "join --broker-kubeconfig B --kubeconfig M (--cluster-id ID | --renew)",
+		Use:   "join --broker-kubeconfig B [--kubeconfig M] [--context C] (--cluster-id ID | --renew)",
 		Short: "Join a member cluster (fleetslice installed from dist/install.yaml) to a ClusterSet's broker",
 		Long: `join creates the member's identity in the broker (a ServiceAccount bound to the member Role,
 writing only its own cluster's records), stores a kubeconfig with its token as Secret
@@ -105,7 +95,7 @@ imports keep flowing. The old token stays valid until it expires.`,
 func newLeaveCommand() *cobra.Command {
 	f := &joinFlags{}
 	cmd := &cobra.Command{
-		Use:   "leave --broker-kubeconfig B --kubeconfig M",
+		Use:   "leave --broker-kubeconfig B [--kubeconfig M] [--context C]",
 		Short: "Take a member cluster out of its ClusterSet; the others withdraw its endpoints at once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
