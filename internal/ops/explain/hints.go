@@ -42,7 +42,7 @@ type HintReport struct {
 
 // ZoneHints is how many endpoints serve one zone.
 type ZoneHints struct {
-	Zone                       string
+	Zone                      string
 	Minimum, Decided, InPlace int
 }
 
