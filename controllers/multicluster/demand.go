@@ -4,9 +4,15 @@ import (
 	"context"
 	"maps"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
@@ -48,4 +54,37 @@ func (r *leaseRenewer) demandAnnotations(ctx context.Context, have map[string]st
 	delete(out, allocation.AnnotationZoneMilliCPU)
 	maps.Copy(out, now)
 	return out
+}
+
+// demandChanges re-enqueues every ServiceImport when a member's published CPU changes, which
+// moves every allocation; renewals that change nothing else are filtered out first.
+func demandChanges(local client.Reader) (handler.TypedEventHandler[*coordinationv1.Lease, reconcile.Request], predicate.TypedPredicate[*coordinationv1.Lease]) {
+	changed := predicate.TypedFuncs[*coordinationv1.Lease]{
+		CreateFunc:  func(event.TypedCreateEvent[*coordinationv1.Lease]) bool { return true },
+		DeleteFunc:  func(event.TypedDeleteEvent[*coordinationv1.Lease]) bool { return true },
+		GenericFunc: func(event.TypedGenericEvent[*coordinationv1.Lease]) bool { return false },
+		UpdateFunc: func(e event.TypedUpdateEvent[*coordinationv1.Lease]) bool {
+			return demandOf(e.ObjectOld) != demandOf(e.ObjectNew)
+		},
+	}
+	enqueue := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *coordinationv1.Lease) []reconcile.Request {
+		list := &mcsv1beta1.ServiceImportList{}
+		if err := local.List(ctx, list); err != nil {
+			log.FromContext(ctx).Error(err, "listing ServiceImports after a member's CPU changed; their next event recomputes the allocation")
+			return nil
+		}
+		out := make([]reconcile.Request, len(list.Items))
+		for i := range list.Items {
+			out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return out
+	})
+	return enqueue, changed
+}
+
+func demandOf(l *coordinationv1.Lease) [2]string {
+	if l == nil {
+		return [2]string{}
+	}
+	return [2]string{l.Annotations[allocation.AnnotationWorkerMilliCPU], l.Annotations[allocation.AnnotationZoneMilliCPU]}
 }

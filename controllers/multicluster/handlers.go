@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -12,6 +13,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 )
 
@@ -72,4 +74,15 @@ func (r *importReconciler) namespaceToImports(ctx context.Context, obj client.Ob
 		return nil
 	}
 	return requestsForBrokerObjects(records.Items)
+}
+
+// ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
+// A failed read is logged and answered no: the export's own events requeue the import.
+func (r *importReconciler) ownRecordExists(ctx context.Context, namespace, name string) bool {
+	record := &v1alpha1.ServiceExportRecord{}
+	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, namespace, name)}, record)
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "reading this cluster's broker record", "service", namespace+"/"+name)
+	}
+	return err == nil
 }

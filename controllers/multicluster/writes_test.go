@@ -61,12 +61,12 @@ func TestImportedSlicesAreCreatedBeforeDeletesAndCountedOnce(t *testing.T) {
 	old := []discoveryv1.EndpointSlice{*importedSlice("shop", "old-1", "east", sliceplan.ManagedBy), *importedSlice("shop", "old-2", "east", sliceplan.ManagedBy)}
 	compacted := importedSlice("shop", "compacted", "east", sliceplan.ManagedBy)
 	local, calls := writeLog("", &old[0], &old[1])
-	r := &importReconciler{local: local}
+	w := importWriter{c: local}
 
 	created := counterValue(t, importedEndpointSlices.WithLabelValues("create"))
 	deleted := counterValue(t, importedEndpointSlices.WithLabelValues("delete"))
 	writes := counterValue(t, localWrites.WithLabelValues("endpointslice", "create", "success"))
-	if err := r.applyLocalSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{compacted}, old)); err != nil {
+	if err := w.writeSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{compacted}, old)); err != nil {
 		t.Fatal(err)
 	}
 	// The two deletes go out together, in either order, after the create.
@@ -93,11 +93,11 @@ func TestImportedSlicesAreCreatedBeforeDeletesAndCountedOnce(t *testing.T) {
 func TestRefusedImportedCreateKeepsTheOldSlices(t *testing.T) {
 	old := []discoveryv1.EndpointSlice{*importedSlice("shop", "old-1", "east", sliceplan.ManagedBy)}
 	local, calls := writeLog("replacement", &old[0])
-	r := &importReconciler{local: local}
+	w := importWriter{c: local}
 
 	created := counterValue(t, importedEndpointSlices.WithLabelValues("create"))
 	failed := counterValue(t, localWrites.WithLabelValues("endpointslice", "create", "error"))
-	err := r.applyLocalSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{importedSlice("shop", "replacement", "east", sliceplan.ManagedBy)}, old))
+	err := w.writeSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{importedSlice("shop", "replacement", "east", sliceplan.ManagedBy)}, old))
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("error %v, want the refused create", err)
 	}
