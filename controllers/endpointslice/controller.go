@@ -108,12 +108,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--adopt-upstream-slices would take kube-controller-manager's slices while it still writes them; it needs --endpointslice-services=%s", ScopeAll)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrent-endpointslice-syncs must be at least 1, got %d", o.Concurrency)
-	case !(o.Topology.OverloadThreshold >= 0 && o.Topology.OverloadThreshold <= 10):
-		return fmt.Errorf("--topology-overload-threshold must be within 0..10, got %v", o.Topology.OverloadThreshold)
-	case o.Topology.MinEndpointsPerZone < topology.OffEndpointsPerZone:
-		return fmt.Errorf("--topology-min-endpoints-per-zone must be at least %d, got %d", topology.OffEndpointsPerZone, o.Topology.MinEndpointsPerZone)
 	}
-	return nil
+	return o.Topology.Validate()
 }
 
 // Reconciler syncs one Service's EndpointSlices per call.

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
 
 // Defaults of Options.
@@ -59,7 +61,8 @@ type Options struct {
 	// LeaseDuration is how long this member's Lease vouches for it after each renewal. Peers
 	// withdraw this member's endpoints once it has lapsed. Default 30s.
 	LeaseDuration time.Duration
-	// RenewInterval is how often the Lease is renewed; default a third of LeaseDuration.
+	// RenewInterval is how often the Lease is renewed; 0 renews every third of LeaseDuration,
+	// so that a longer lease alone also renews less often.
 	RenewInterval time.Duration
 	// LeaveOnShutdown deletes this member's records, slice copies and Lease from the broker
 	// when the manager stops, so peers drop its endpoints at once instead of after the lease
@@ -78,9 +81,10 @@ type Options struct {
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
-	// OverloadThreshold bounds the allocation of PreferSameCluster Services across clusters:
-	// the zone hints' --topology-overload-threshold, so both levels keep one promise. 0: 0.25.
-	OverloadThreshold float64
+	// Locality bounds the allocation of PreferSameCluster Services across clusters. The
+	// manager derives it from the zone hints' --topology-overload-threshold
+	// (locality.ForThreshold), so both levels keep one promise.
+	Locality locality.Options
 	// CredentialsWarning is how long before the broker credentials expire a Warning event says
 	// so; default 30 days. CredentialsCheckInterval is how often the kubeconfig file is re-read
 	// for a renewed token and the expiry judged; default a minute.
@@ -88,31 +92,48 @@ type Options struct {
 	CredentialsCheckInterval time.Duration
 }
 
-// BindFlags registers the manager flags for these options on fs. The broker is given by
-// --broker-kubeconfig; Enabled reports whether it was.
+// DefaultOptions returns the options every flag defaults to, without a broker.
+func DefaultOptions() Options {
+	return Options{
+		BrokerNamespace:          DefaultNamespace,
+		LeaseDuration:            DefaultLeaseDuration,
+		MaxConcurrentReconciles:  DefaultMaxConcurrentReconciles,
+		BrokerWriteTimeout:       DefaultBrokerWriteTimeout,
+		BrokerQPS:                DefaultBrokerQPS,
+		BrokerBurst:              DefaultBrokerBurst,
+		MaxRetryDelay:            DefaultMaxRetryDelay,
+		Locality:                 locality.DefaultOptions(),
+		CredentialsWarning:       DefaultCredentialsWarning,
+		CredentialsCheckInterval: DefaultCredentialsCheckInterval,
+	}
+}
+
+// BindFlags registers the manager flags for these options on fs, each defaulting to the value
+// o holds (normally DefaultOptions). The broker is given by --broker-kubeconfig; Enabled
+// reports whether it was.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClusterID, "cluster-id", o.ClusterID,
 		"this member's ClusterSet id, used when the ClusterProperty cluster.clusterset.k8s.io does not exist")
 	fs.StringVar(&o.BrokerKubeconfig, "broker-kubeconfig", o.BrokerKubeconfig,
 		"kubeconfig of this member's broker identity; empty disables multi-cluster services")
-	fs.StringVar(&o.BrokerNamespace, "broker-namespace", DefaultNamespace, "the ClusterSet's namespace in the broker")
-	fs.DurationVar(&o.LeaseDuration, "cluster-lease-duration", DefaultLeaseDuration,
+	fs.StringVar(&o.BrokerNamespace, "broker-namespace", o.BrokerNamespace, "the ClusterSet's namespace in the broker")
+	fs.DurationVar(&o.LeaseDuration, "cluster-lease-duration", o.LeaseDuration,
 		"how long this member's broker Lease vouches for it; peers withdraw its endpoints once it lapses")
-	fs.DurationVar(&o.RenewInterval, "cluster-lease-renew-interval", 0, "how often the Lease is renewed (default a third of the lease duration)")
-	fs.BoolVar(&o.LeaveOnShutdown, "leave-on-shutdown", false,
+	fs.DurationVar(&o.RenewInterval, "cluster-lease-renew-interval", o.RenewInterval, "how often the Lease is renewed (0: every third of the lease duration)")
+	fs.BoolVar(&o.LeaveOnShutdown, "leave-on-shutdown", o.LeaveOnShutdown,
 		"delete this member's records and Lease from the broker when the manager stops (for decommissioning, not restarts)")
-	fs.Func("broker-api-qps", fmt.Sprintf("requests per second to the broker's API server (below 0: no limit; default %v); the Lease renewer has its own limit", DefaultBrokerQPS),
+	fs.Func("broker-api-qps", fmt.Sprintf("requests per second to the broker's API server (below 0: no limit; default %v); the Lease renewer has its own limit", o.BrokerQPS),
 		func(s string) error {
 			v, err := strconv.ParseFloat(s, 32)
 			o.BrokerQPS = float32(v)
 			return err
 		})
-	fs.IntVar(&o.BrokerBurst, "broker-api-burst", DefaultBrokerBurst, "burst of requests to the broker's API server above --broker-api-qps")
-	fs.DurationVar(&o.CredentialsWarning, "broker-credentials-warning", DefaultCredentialsWarning,
+	fs.IntVar(&o.BrokerBurst, "broker-api-burst", o.BrokerBurst, "burst of requests to the broker's API server above --broker-api-qps")
+	fs.DurationVar(&o.CredentialsWarning, "broker-credentials-warning", o.CredentialsWarning,
 		"warn (a Warning event on the ClusterProperty clusterset.k8s.io) this long before the broker credentials expire")
-	fs.DurationVar(&o.CredentialsCheckInterval, "broker-credentials-check-interval", DefaultCredentialsCheckInterval,
+	fs.DurationVar(&o.CredentialsCheckInterval, "broker-credentials-check-interval", o.CredentialsCheckInterval,
 		"how often the broker kubeconfig is re-read for a renewed token and its expiry judged")
-	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", DefaultMaxConcurrentReconciles,
+	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"workers of each multi-cluster controller")
 }
 
@@ -121,41 +142,16 @@ func (o Options) Enabled() bool {
 	return o.BrokerConfig != nil || o.BrokerKubeconfig != ""
 }
 
-func (o Options) withDefaults() Options {
-	if o.BrokerNamespace == "" {
-		o.BrokerNamespace = DefaultNamespace
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
+// renewEvery is how often the Lease is renewed.
+func (o Options) renewEvery() time.Duration {
 	if o.RenewInterval == 0 {
-		o.RenewInterval = o.LeaseDuration / 3
+		return o.LeaseDuration / 3
 	}
-	if o.MaxConcurrentReconciles == 0 {
-		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
-	}
-	if o.BrokerWriteTimeout == 0 {
-		o.BrokerWriteTimeout = DefaultBrokerWriteTimeout
-	}
-	if o.MaxRetryDelay == 0 {
-		o.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if o.BrokerQPS == 0 {
-		o.BrokerQPS = DefaultBrokerQPS
-	}
-	if o.BrokerBurst == 0 {
-		o.BrokerBurst = DefaultBrokerBurst
-	}
-	if o.CredentialsWarning == 0 {
-		o.CredentialsWarning = DefaultCredentialsWarning
-	}
-	if o.CredentialsCheckInterval == 0 {
-		o.CredentialsCheckInterval = DefaultCredentialsCheckInterval
-	}
-	return o
+	return o.RenewInterval
 }
 
-func (o Options) validate() error {
+// Validate rejects options the controllers cannot run with, naming each problem.
+func (o Options) Validate() error {
 	var errs []error
 	if !o.Enabled() {
 		errs = append(errs, errors.New("no broker config given"))
@@ -163,8 +159,20 @@ func (o Options) validate() error {
 	if o.LeaseDuration < time.Second {
 		errs = append(errs, fmt.Errorf("lease duration %s is shorter than the Lease API's one-second resolution", o.LeaseDuration))
 	}
-	if o.RenewInterval <= 0 || o.RenewInterval >= o.LeaseDuration {
-		errs = append(errs, fmt.Errorf("renew interval %s must be positive and shorter than the lease duration %s", o.RenewInterval, o.LeaseDuration))
+	if every := o.renewEvery(); every <= 0 || every >= o.LeaseDuration {
+		errs = append(errs, fmt.Errorf("renew interval %s must be positive and shorter than the lease duration %s", every, o.LeaseDuration))
+	}
+	if o.BrokerNamespace == "" {
+		errs = append(errs, errors.New("the broker namespace must not be empty"))
+	}
+	if o.BrokerWriteTimeout <= 0 || o.MaxRetryDelay <= 0 {
+		errs = append(errs, fmt.Errorf("broker write timeout %s and max retry delay %s must be positive", o.BrokerWriteTimeout, o.MaxRetryDelay))
+	}
+	if o.BrokerQPS == 0 {
+		errs = append(errs, errors.New("broker QPS 0 would send no request; below 0 means no limit"))
+	}
+	if err := o.Locality.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.BrokerQPS > 0 && o.BrokerBurst < 1 {
 		errs = append(errs, fmt.Errorf("broker burst %d must be at least 1 when the broker QPS (%v) is limited", o.BrokerBurst, o.BrokerQPS))
@@ -182,19 +190,17 @@ func (o Options) validate() error {
 // replica dies: up to a renew interval since the last renewal, then the leader election Lease
 // running out and a retry period on each side before the standby leads and renews.
 func (o Options) LeaderHandOver(leaderLease, retryPeriod time.Duration) time.Duration {
-	o = o.withDefaults()
-	return o.RenewInterval + leaderLease + 2*retryPeriod
+	return o.renewEvery() + leaderLease + 2*retryPeriod
 }
 
 // ValidateLeaderElection refuses leader election timings under which peers would judge this
 // cluster lost, and withdraw all its endpoints, every time its leader changes.
 func (o Options) ValidateLeaderElection(leaderLease, retryPeriod time.Duration) error {
-	o = o.withDefaults()
 	if gap := o.LeaderHandOver(leaderLease, retryPeriod); gap >= o.LeaseDuration {
 		return fmt.Errorf("a leader hand-over can leave the cluster Lease unrenewed for %s (renew interval %s + leader election lease %s + 2 × retry period %s), "+
 			"not less than --cluster-lease-duration %s: peers would withdraw this cluster's endpoints whenever its leader changes; "+
 			"lengthen --cluster-lease-duration or shorten --leader-elect-lease-duration and --leader-elect-retry-period",
-			gap.Round(time.Millisecond), o.RenewInterval.Round(time.Millisecond), leaderLease, retryPeriod, o.LeaseDuration)
+			gap.Round(time.Millisecond), o.renewEvery().Round(time.Millisecond), leaderLease, retryPeriod, o.LeaseDuration)
 	}
 	return nil
 }

@@ -14,31 +14,38 @@ import (
 )
 
 func TestOptionsDefaultsAndValidation(t *testing.T) {
-	got := Options{BrokerConfig: &rest.Config{}}.withDefaults()
-	if got.LeaseDuration != DefaultLeaseDuration || got.RenewInterval != DefaultLeaseDuration/3 ||
-		got.BrokerNamespace == "" || got.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles ||
-		got.BrokerQPS != DefaultBrokerQPS || got.BrokerBurst != DefaultBrokerBurst ||
-		got.CredentialsWarning != 30*24*time.Hour || got.CredentialsCheckInterval != time.Minute {
-		t.Fatalf("defaults %+v", got)
+	enabled := func(change func(*Options)) Options {
+		o := DefaultOptions()
+		o.BrokerConfig = &rest.Config{}
+		if change != nil {
+			change(&o)
+		}
+		return o
 	}
-	if err := got.validate(); err != nil {
+	if err := enabled(nil).Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
+	if got := enabled(nil).renewEvery(); got != DefaultLeaseDuration/3 {
+		t.Fatalf("renew every %s by default, want a third of the lease", got)
+	}
 	tests := []struct {
-		name string
-		opts Options
-		want string
+		name   string
+		change func(*Options)
+		want   string
 	}{
-		{"no broker", Options{}, "no broker config"},
-		{"sub-second lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 500 * time.Millisecond}, "resolution"},
-		{"renewing slower than the lease", Options{BrokerConfig: &rest.Config{}, LeaseDuration: 3 * time.Second, RenewInterval: 3 * time.Second}, "renew interval"},
-		{"no workers", Options{BrokerConfig: &rest.Config{}, MaxConcurrentReconciles: -1}, "concurrent"},
-		{"limited broker QPS without a burst", Options{BrokerConfig: &rest.Config{}, BrokerQPS: 10, BrokerBurst: -1}, "broker burst"},
-		{"negative credentials warning", Options{BrokerConfig: &rest.Config{}, CredentialsWarning: -time.Hour}, "credentials warning"},
-		{"negative credentials check interval", Options{BrokerConfig: &rest.Config{}, CredentialsCheckInterval: -time.Second}, "check interval"},
+		{"no broker", func(o *Options) { o.BrokerConfig = nil }, "no broker config"},
+		{"sub-second lease", func(o *Options) { o.LeaseDuration = 500 * time.Millisecond }, "resolution"},
+		{"renewing slower than the lease", func(o *Options) { o.LeaseDuration, o.RenewInterval = 3*time.Second, 3*time.Second }, "renew interval"},
+		{"no workers", func(o *Options) { o.MaxConcurrentReconciles = 0 }, "concurrent"},
+		{"limited broker QPS without a burst", func(o *Options) { o.BrokerQPS, o.BrokerBurst = 10, -1 }, "broker burst"},
+		{"a broker QPS of 0", func(o *Options) { o.BrokerQPS = 0 }, "broker QPS 0"},
+		{"negative credentials warning", func(o *Options) { o.CredentialsWarning = -time.Hour }, "credentials warning"},
+		{"negative credentials check interval", func(o *Options) { o.CredentialsCheckInterval = -time.Second }, "check interval"},
+		{"an options literal without the defaults", func(o *Options) { *o = Options{BrokerConfig: &rest.Config{}} }, "lease duration"},
+		{"an overload threshold out of range", func(o *Options) { o.Locality.OverloadThreshold = 11 }, "--topology-overload-threshold"},
 	}
 	for _, tc := range tests {
-		err := tc.opts.withDefaults().validate()
+		err := enabled(tc.change).Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error about %q", tc.name, err, tc.want)
 		}
@@ -46,7 +53,7 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 }
 
 func TestBindFlags(t *testing.T) {
-	var opts Options
+	opts := DefaultOptions()
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	opts.BindFlags(fs)
 	if opts.Enabled() {
@@ -57,12 +64,11 @@ func TestBindFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = opts.withDefaults()
-	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.RenewInterval != 3*time.Second || !opts.LeaveOnShutdown ||
+	if !opts.Enabled() || opts.ClusterID != "east" || opts.LeaseDuration != 9*time.Second || opts.renewEvery() != 3*time.Second || !opts.LeaveOnShutdown ||
 		opts.BrokerQPS != -1 || opts.BrokerBurst != 7 || opts.CredentialsWarning != 240*time.Hour || opts.CredentialsCheckInterval != 10*time.Second {
 		t.Fatalf("parsed %+v", opts)
 	}
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -91,7 +97,7 @@ func TestTrustworthy(t *testing.T) {
 
 func TestValidateLeaderElection(t *testing.T) {
 	// controller-runtime's leader election defaults: a 15 s Lease, retried every 2 s.
-	defaults := Options{BrokerConfig: &rest.Config{}}
+	defaults := DefaultOptions()
 	if got := defaults.LeaderHandOver(15*time.Second, 2*time.Second); got != 29*time.Second {
 		t.Fatalf("hand-over at the defaults = %s, want 29s (10s renew interval + 15s + 2 × 2s)", got)
 	}
@@ -106,7 +112,11 @@ func TestValidateLeaderElection(t *testing.T) {
 		{"a short cluster lease with a quick leader election", 10 * time.Second, 3 * time.Second, 500 * time.Millisecond, false},
 		{"a hand-over exactly as long as the cluster lease", 9 * time.Second, 4 * time.Second, 1 * time.Second, true},
 	} {
-		err := Options{BrokerConfig: &rest.Config{}, LeaseDuration: tc.clusterLease}.ValidateLeaderElection(tc.leaderLease, tc.retry)
+		opts := DefaultOptions()
+		if tc.clusterLease != 0 {
+			opts.LeaseDuration = tc.clusterLease
+		}
+		err := opts.ValidateLeaderElection(tc.leaderLease, tc.retry)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%s: %v, want an error: %t", tc.name, err, tc.wantErr)
 		}

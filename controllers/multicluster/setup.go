@@ -34,8 +34,9 @@ import (
 // resolved from the ClusterProperty (falling back to opts.ClusterID) before anything starts;
 // ctx (the manager's, e.g. from ctrl.SetupSignalHandler) bounds that read and the index setup.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	// The manager validated its flags already; a library caller gets the same refusal here
+	// instead of a controller that cannot run.
+	if err := opts.Validate(); err != nil {
 		return err
 	}
 	creds := &credentialsWatcher{interval: opts.CredentialsCheckInterval,
@@ -106,7 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(&leaseRenewer{
 		reader: direct, writer: direct,
 		namespace: opts.BrokerNamespace, self: self,
-		duration: opts.LeaseDuration, interval: opts.RenewInterval, writeTimeout: opts.BrokerWriteTimeout,
+		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
 		leaveOnShutdown: opts.LeaveOnShutdown, leaving: leaving,
 		log: log.WithName("lease"), demand: nodeDemand(mgr.GetClient()),
 	}); err != nil {
@@ -153,7 +154,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 	imports := &importReconciler{
 		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
-		self: self, members: members, recorder: recorder, overloadThreshold: opts.OverloadThreshold,
+		self: self, members: members, recorder: recorder, locality: opts.Locality,
 	}
 	demandHandler, demandChanged := demandChanges(mgr.GetClient())
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -174,6 +175,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("import controller: %w", err)
 	}
 	log.Info("multi-cluster controllers set up", "brokerNamespace", opts.BrokerNamespace,
-		"leaseDuration", opts.LeaseDuration, "renewInterval", opts.RenewInterval, "leaveOnShutdown", opts.LeaveOnShutdown)
+		"leaseDuration", opts.LeaseDuration, "renewInterval", opts.renewEvery(), "leaveOnShutdown", opts.LeaveOnShutdown)
 	return nil
 }

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"errors"
-	"math"
 )
 
 // Allocate decides the hints for the ready endpoints of one Service (one address type).
@@ -25,8 +24,8 @@ func Allocate(zones []Zone, endpoints []Endpoint, opts Options) Result {
 // row (the simulator's dynamic mode, benchmarks).
 func AllocateWith(p *Planner, zones []Zone, endpoints []Endpoint, opts Options) Result {
 	t := opts.OverloadThreshold
-	if math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
-		return disabled(InvalidOptions, endpoints, "overload threshold %v is not a non-negative number", t)
+	if err := ValidateOverloadThreshold(t); err != nil {
+		return disabled(InvalidOptions, endpoints, "%v", err)
 	}
 	index, cpu, reason, msg := zoneIndex(zones)
 	if reason != "" {

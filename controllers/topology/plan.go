@@ -70,7 +70,7 @@ func (p *Planner) Plan(in CountInput) error {
 	if zones == 0 || len(in.Unhinted) != zones || (in.Hinted != nil && len(in.Hinted) != zones*zones) {
 		return errBadCounts
 	}
-	if math.IsNaN(in.OverloadThreshold) || in.OverloadThreshold < 0 {
+	if ValidateOverloadThreshold(in.OverloadThreshold) != nil {
 		return errBadCounts
 	}
 	p.reset(zones)

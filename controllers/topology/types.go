@@ -59,6 +59,31 @@ func DefaultOptions() Options {
 	return Options{OverloadThreshold: 0.25, MinEndpointsPerZone: 3}
 }
 
+// MaxOverloadThreshold is the largest overload threshold accepted: beyond ten times an
+// endpoint's fair share the bound no longer protects anything.
+const MaxOverloadThreshold = 10
+
+// Validate rejects options the allocator cannot honour.
+func (o Options) Validate() error {
+	if err := ValidateOverloadThreshold(o.OverloadThreshold); err != nil {
+		return err
+	}
+	if o.MinEndpointsPerZone < OffEndpointsPerZone {
+		return fmt.Errorf("--topology-min-endpoints-per-zone must be at least %d, got %d", OffEndpointsPerZone, o.MinEndpointsPerZone)
+	}
+	return nil
+}
+
+// ValidateOverloadThreshold is the one rule for the overload threshold, which bounds both zone
+// hints and the allocation across clusters: a number within 0..MaxOverloadThreshold. 0 means
+// what it says, no endpoint may expect more than its fair share.
+func ValidateOverloadThreshold(t float64) error {
+	if !(t >= 0 && t <= MaxOverloadThreshold) {
+		return fmt.Errorf("--topology-overload-threshold must be within 0..%d, got %v", MaxOverloadThreshold, t)
+	}
+	return nil
+}
+
 // Reason says why hints are off. It is stable and machine readable; the names follow upstream's
 // event messages where upstream has one.
 type Reason string

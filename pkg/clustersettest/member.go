@@ -96,12 +96,11 @@ func (m *Member) connect(kubeconfig []byte, brokerHost string) error {
 // tweaks (for example LeaveOnShutdown). Unless the broker link is cut, it returns once the
 // member's Lease has been renewed by the new manager.
 func (m *Member) StartControllers(ctx context.Context, tweaks ...func(*multicluster.Options)) error {
-	opts := multicluster.Options{
-		BrokerConfig:    m.BrokerConfig,
-		BrokerNamespace: m.opts.BrokerNamespace,
-		LeaseDuration:   m.opts.LeaseDuration,
-		RenewInterval:   m.opts.RenewInterval,
-	}
+	opts := multicluster.DefaultOptions()
+	opts.BrokerConfig = m.BrokerConfig
+	opts.BrokerNamespace = m.opts.BrokerNamespace
+	opts.LeaseDuration = m.opts.LeaseDuration
+	opts.RenewInterval = m.opts.RenewInterval
 	if m.idByFlag {
 		opts.ClusterID = m.Name
 	}

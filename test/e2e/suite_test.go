@@ -45,9 +45,9 @@ func startControllers(member string) {
 	stopControllers = append(stopControllers, cancel)
 	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())
 	// Multi-cluster services, as the manager runs them with --broker-kubeconfig.
-	Expect(multicluster.Setup(ctx, mgr, multicluster.Options{
-		BrokerKubeconfig: clusterSet.BrokerKubeconfig(member), LeaseDuration: 10 * time.Second,
-	})).To(Succeed())
+	mcs := multicluster.DefaultOptions()
+	mcs.BrokerKubeconfig, mcs.LeaseDuration = clusterSet.BrokerKubeconfig(member), 10*time.Second
+	Expect(multicluster.Setup(ctx, mgr, mcs)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

@@ -52,8 +52,8 @@ type unit struct {
 // spreads over all endpoints, which also meets the bound. Results are deterministic and do not
 // depend on the order of clusters or previous.
 func Allocate(clusters []Cluster, previous []ClusterAllocation, opts Options) Result {
-	if msg := opts.invalid(); msg != "" {
-		return Result{Mode: None, Reason: InvalidOptions, Message: msg, Changed: len(previous) > 0}
+	if err := opts.Validate(); err != nil {
+		return Result{Mode: None, Reason: InvalidOptions, Message: err.Error(), Changed: len(previous) > 0}
 	}
 	units, msg := normalize(clusters)
 	if msg != "" {
@@ -94,15 +94,16 @@ type allocation struct {
 	fair      float64 // demand per endpoint at the fair share, in CPU units
 }
 
-func (o Options) invalid() string {
-	t, r := o.OverloadThreshold, o.ReturnThreshold
-	switch {
-	case math.IsNaN(t) || math.IsInf(t, 0) || t < 0:
-		return fmt.Sprintf("overload threshold %v is not a non-negative number", t)
-	case math.IsNaN(r) || r < 0 || r > t:
-		return fmt.Sprintf("return threshold %v is not between 0 and the overload threshold %v", r, t)
+// Validate rejects options the allocation cannot honour: the overload threshold by the zone
+// hints' rule, the one both levels share.
+func (o Options) Validate() error {
+	if err := topology.ValidateOverloadThreshold(o.OverloadThreshold); err != nil {
+		return err
 	}
-	return ""
+	if r := o.ReturnThreshold; !(r >= 0 && r <= o.OverloadThreshold) {
+		return fmt.Errorf("return threshold %v is not between 0 and the overload threshold %v", r, o.OverloadThreshold)
+	}
+	return nil
 }
 
 // normalize validates the clusters and sorts them (and their zones) by name, so that every

@@ -52,7 +52,13 @@ type Options struct {
 
 // DefaultOptions returns the zone hints' default threshold (25%) and half of it to return.
 func DefaultOptions() Options {
-	t := topology.DefaultOptions().OverloadThreshold
+	return ForThreshold(topology.DefaultOptions().OverloadThreshold)
+}
+
+// ForThreshold returns the allocation's options for the zone hints' overload threshold t, the
+// one bound both levels keep, with half of it to return. 0 means 0: no cluster spills more than
+// it must, and any that does takes its surplus back at once.
+func ForThreshold(t float64) Options {
 	return Options{OverloadThreshold: t, ReturnThreshold: t / 2}
 }
 

@@ -146,10 +146,10 @@ func startManager(ctx context.Context, m *testenv.Cluster) *runningMember {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	runCtx, cancel := context.WithCancel(context.Background())
-	Expect(multicluster.Setup(ctx, mgr, multicluster.Options{
-		BrokerKubeconfig: r.file, LeaseDuration: 3 * time.Second, RenewInterval: time.Second,
-		CredentialsCheckInterval: 200 * time.Millisecond,
-	})).To(Succeed())
+	mcs := multicluster.DefaultOptions()
+	mcs.BrokerKubeconfig, mcs.LeaseDuration, mcs.RenewInterval = r.file, 3*time.Second, time.Second
+	mcs.CredentialsCheckInterval = 200 * time.Millisecond
+	Expect(multicluster.Setup(ctx, mgr, mcs)).To(Succeed())
 	r.stop, r.done = cancel, make(chan error, 1)
 	go func() { r.done <- mgr.Start(runCtx) }()
 	DeferCleanup(func() {
