@@ -96,9 +96,9 @@ func TestExplainImport(t *testing.T) {
 			Export: preferSameCluster(), Members: members, Settings: DefaultSettings()},
 		want: []string{"the derived Service's fleetslice.io/cluster-allocation annotation is {\"mode\":\"Local\""},
 	}, {
-		name: "no preference publishes nothing",
-		in:   ImportInputs{Self: "east", Import: si, Derived: testDerived(si, ""), Slices: slices, Members: members, Settings: DefaultSettings()},
-		want: []string{"allocation: none: the exports do not ask for fleetslice.io/traffic-distribution=PreferSameCluster", "MATCHES"},
+		name:    "no preference publishes nothing",
+		in:      ImportInputs{Self: "east", Import: si, Derived: testDerived(si, ""), Slices: slices, Members: members, Settings: DefaultSettings()},
+		want:    []string{"allocation: none: the exports do not ask for fleetslice.io/traffic-distribution=PreferSameCluster", "MATCHES"},
 		matches: true,
 	}, {
 		name: "unknown CPU is said, and the missing derived Service too",
