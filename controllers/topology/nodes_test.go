@@ -4,28 +4,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-func node(name, zone, cpu string, ready bool, labels ...string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	if zone != "" {
-		n.Labels[corev1.LabelTopologyZone] = zone
-	}
-	for _, l := range labels {
-		n.Labels[l] = ""
-	}
-	if cpu != "" {
-		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
-	}
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
-	return n
-}
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
+)
 
 func TestZonesFromNodes(t *testing.T) {
 	tests := []struct {
@@ -37,20 +18,28 @@ func TestZonesFromNodes(t *testing.T) {
 		{
 			name: "sums ready workers per zone, skips control plane and not-ready Nodes",
 			nodes: []*corev1.Node{
-				node("n1", "b", "2", true), node("n2", "a", "500m", true), node("n3", "b", "1500m", true),
-				node("cp", "a", "8", true, LabelControlPlane), node("old-master", "a", "8", true, "node-role.kubernetes.io/master"),
-				node("down", "c", "8", false), node("down-no-zone", "", "", false),
+				builders.MakeNode("n1").Zone("b").CPU("2").Ready(true).Obj(),
+				builders.MakeNode("n2").Zone("a").CPU("500m").Ready(true).Obj(),
+				builders.MakeNode("n3").Zone("b").CPU("1500m").Ready(true).Obj(),
+				builders.MakeNode("cp").Zone("a").Label(LabelControlPlane, "").CPU("8").Ready(true).Obj(),
+				builders.MakeNode("old-master").Zone("a").Label("node-role.kubernetes.io/master", "").CPU("8").Ready(true).Obj(),
+				builders.MakeNode("down").Zone("c").CPU("8").Ready(false).Obj(),
+				builders.MakeNode("down-no-zone").Ready(false).Obj(),
 			},
 			want: []Zone{{Name: "a", MilliCPU: 500}, {Name: "b", MilliCPU: 3500}},
 		},
-		{name: "ready Node without zone", nodes: []*corev1.Node{node("n1", "a", "1", true), node("n2", "", "1", true)},
+		{name: "ready Node without zone", nodes: []*corev1.Node{builders.MakeNode("n1").Zone("a").CPU("1").Ready(true).Obj(),
+			builders.MakeNode("n2").CPU("1").Ready(true).Obj()},
 			reason: InsufficientNodeInfo},
-		{name: "ready Node without CPU", nodes: []*corev1.Node{node("n1", "a", "1", true), node("n2", "b", "", true)},
+		{name: "ready Node without CPU", nodes: []*corev1.Node{builders.MakeNode("n1").Zone("a").CPU("1").Ready(true).Obj(),
+			builders.MakeNode("n2").Zone("b").Ready(true).Obj()},
 			reason: InsufficientNodeInfo},
-		{name: "ready Node with zero CPU", nodes: []*corev1.Node{node("n1", "a", "1", true), node("n2", "b", "0", true)},
+		{name: "ready Node with zero CPU", nodes: []*corev1.Node{builders.MakeNode("n1").Zone("a").CPU("1").Ready(true).Obj(),
+			builders.MakeNode("n2").Zone("b").CPU("0").Ready(true).Obj()},
 			reason: InsufficientNodeInfo},
 		{name: "no Nodes", reason: InsufficientNodeInfo},
-		{name: "one zone", nodes: []*corev1.Node{node("n1", "a", "1", true), node("n2", "a", "1", true), nil},
+		{name: "one zone", nodes: []*corev1.Node{builders.MakeNode("n1").Zone("a").CPU("1").Ready(true).Obj(),
+			builders.MakeNode("n2").Zone("a").CPU("1").Ready(true).Obj(), nil},
 			reason: NodesReadyInOneZoneOnly},
 	}
 	for _, tc := range tests {

@@ -6,37 +6,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	wire "github.com/fleetslice/fleetslice/api/allocation"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
-
-func node(name, zone, cpu string, ready bool, labels ...string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	if zone != "" {
-		n.Labels[corev1.LabelTopologyZone] = zone
-	}
-	for _, l := range labels {
-		n.Labels[l] = ""
-	}
-	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
-	return n
-}
 
 func TestCPUFromNodesCountsReadyWorkers(t *testing.T) {
 	got := CPUFromNodes([]*corev1.Node{
-		node("a1", "a", "4", true),
-		node("a2", "a", "2", true),
-		node("b1", "b", "8", true),
-		node("down", "b", "16", false),
-		node("cp", "a", "32", true, "node-role.kubernetes.io/control-plane"),
+		builders.MakeNode("a1").Zone("a").CPU("4").Ready(true).Obj(),
+		builders.MakeNode("a2").Zone("a").CPU("2").Ready(true).Obj(),
+		builders.MakeNode("b1").Zone("b").CPU("8").Ready(true).Obj(),
+		builders.MakeNode("down").Zone("b").CPU("16").Ready(false).Obj(),
+		builders.MakeNode("cp").Zone("a").Label("node-role.kubernetes.io/control-plane", "").CPU("32").Ready(true).Obj(),
 	})
 	if got.MilliCPU != 14000 || got.Zones["a"] != 6000 || got.Zones["b"] != 8000 || len(got.Zones) != 2 {
 		t.Fatalf("got %+v", got)
@@ -46,7 +28,8 @@ func TestCPUFromNodesCountsReadyWorkers(t *testing.T) {
 		t.Fatalf("round trip: %+v %v", back, ok)
 	}
 
-	unzoned := CPUFromNodes([]*corev1.Node{node("a1", "a", "4", true), node("x", "", "2", true)})
+	unzoned := CPUFromNodes([]*corev1.Node{builders.MakeNode("a1").Zone("a").CPU("4").Ready(true).Obj(),
+		builders.MakeNode("x").CPU("2").Ready(true).Obj()})
 	if unzoned.MilliCPU != 6000 || unzoned.Zones != nil {
 		t.Fatalf("a Node without zone must drop the zone split but keep the total: %+v", unzoned)
 	}
