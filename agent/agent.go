@@ -51,18 +51,17 @@ type Options struct {
 	Dataplanes []Dataplane
 	// MinSyncInterval is the least time between two syncs: a change after
 	// a quiet period is programmed at once, a burst of changes in one
-	// sync. Zero means DefaultMinSyncInterval.
+	// sync.
 	MinSyncInterval time.Duration
 	// SyncPeriod is how often a full sync rebuilds the tables to repair
-	// drift. Zero means DefaultSyncPeriod.
+	// drift.
 	SyncPeriod time.Duration
 	// DriftCheckPeriod is how often dataplanes that can read their table
 	// back (DriftChecker) compare it with what they last programmed; drift
-	// is counted, logged and repaired by a full sync at once. Zero means
-	// DefaultDriftCheckPeriod.
+	// is counted, logged and repaired by a full sync at once.
 	DriftCheckPeriod time.Duration
 	// RetryDelay is the first wait after a failed sync; it doubles on each
-	// further failure up to MaxRetryDelay. Zero means one second.
+	// further failure up to MaxRetryDelay.
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
 	// WatchServiceImports adds ServiceImport IPs to derived Services.
@@ -95,6 +94,34 @@ const (
 	DefaultRetryDelay       = time.Second
 	DefaultMaxRetryDelay    = time.Minute
 )
+
+// DefaultOptions returns the defaults of every interval; NodeName and
+// Dataplanes have none.
+func DefaultOptions() Options {
+	return Options{
+		MinSyncInterval:  DefaultMinSyncInterval,
+		SyncPeriod:       DefaultSyncPeriod,
+		DriftCheckPeriod: DefaultDriftCheckPeriod,
+		RetryDelay:       DefaultRetryDelay,
+		MaxRetryDelay:    DefaultMaxRetryDelay,
+	}
+}
+
+// Validate rejects options the agent cannot run with.
+func (o Options) Validate() error {
+	switch {
+	case o.NodeName == "":
+		return errors.New("agent: node name is required")
+	case len(o.Dataplanes) == 0 || slices.Contains(o.Dataplanes, nil):
+		return errors.New("agent: at least one non-nil dataplane is required")
+	case o.MinSyncInterval <= 0 || o.SyncPeriod <= 0 || o.DriftCheckPeriod <= 0 || o.RetryDelay <= 0:
+		return fmt.Errorf("agent: min sync interval %s, sync period %s, drift check period %s and retry delay %s must be positive (start from DefaultOptions)",
+			o.MinSyncInterval, o.SyncPeriod, o.DriftCheckPeriod, o.RetryDelay)
+	case o.MaxRetryDelay < o.RetryDelay:
+		return fmt.Errorf("agent: max retry delay %s is below the retry delay %s", o.MaxRetryDelay, o.RetryDelay)
+	}
+	return nil
+}
 
 // Report describes one sync attempt.
 type Report struct {
@@ -148,31 +175,9 @@ func New(informers cache.Informers, opts Options) (*Agent, error) {
 	if informers == nil {
 		return nil, errors.New("agent: nil informers")
 	}
-	if opts.NodeName == "" {
-		return nil, errors.New("agent: node name is required")
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
-	if len(opts.Dataplanes) == 0 || slices.Contains(opts.Dataplanes, nil) {
-		return nil, errors.New("agent: at least one non-nil dataplane is required")
-	}
-	if opts.MinSyncInterval < 0 || opts.SyncPeriod < 0 || opts.RetryDelay < 0 || opts.MaxRetryDelay < 0 || opts.DriftCheckPeriod < 0 {
-		return nil, errors.New("agent: intervals must not be negative")
-	}
-	if opts.MinSyncInterval == 0 {
-		opts.MinSyncInterval = DefaultMinSyncInterval
-	}
-	if opts.SyncPeriod == 0 {
-		opts.SyncPeriod = DefaultSyncPeriod
-	}
-	if opts.DriftCheckPeriod == 0 {
-		opts.DriftCheckPeriod = DefaultDriftCheckPeriod
-	}
-	if opts.RetryDelay == 0 {
-		opts.RetryDelay = DefaultRetryDelay
-	}
-	if opts.MaxRetryDelay == 0 {
-		opts.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	opts.MaxRetryDelay = max(opts.MaxRetryDelay, opts.RetryDelay)
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}

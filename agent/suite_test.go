@@ -80,16 +80,15 @@ func startAgentAs(cfg *rest.Config, node string, dataplanes []agent.Dataplane, m
 	c, err := cache.New(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	r := &runningAgent{}
-	aopts := agent.Options{
-		NodeName: node, Dataplanes: dataplanes,
-		MinSyncInterval: 50 * time.Millisecond, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond,
-		WatchServiceImports: true,
-		Log:                 ctrl.Log.WithName("agent"),
-		OnSync: func(rep agent.Report) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.reports = append(r.reports, rep)
-		},
+	aopts := agent.DefaultOptions()
+	aopts.NodeName, aopts.Dataplanes = node, dataplanes
+	aopts.MinSyncInterval, aopts.RetryDelay, aopts.MaxRetryDelay = 50*time.Millisecond, 50*time.Millisecond, 200*time.Millisecond
+	aopts.WatchServiceImports = true
+	aopts.Log = ctrl.Log.WithName("agent")
+	aopts.OnSync = func(rep agent.Report) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.reports = append(r.reports, rep)
 	}
 	if mod != nil {
 		mod(&aopts)

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,15 +38,16 @@ const (
 	backendNft        = "nft"
 )
 
+// flags are what the agent's command line sets: the agent's own options (package agent owns
+// their defaults and rules) and how its dataplanes and manager are built.
 type flags struct {
-	kubeContext, nodeName, dataplane, dryRunOutput string
-	clusterID                                      string
-	backend                                        string
-	metricsAddr, probeAddr                         string
-	podCIDRs                                       prefixList
-	families                                       familyList
-	syncPeriod, minSyncInterval, driftCheckPeriod  time.Duration
-	watchImports, cleanup                          bool
+	agent                                agent.Options
+	kubeContext, dataplane, dryRunOutput string
+	backend                              string
+	metricsAddr, probeAddr               string
+	podCIDRs                             prefixList
+	families                             familyList
+	cleanup                              bool
 }
 
 func main() {
@@ -106,107 +106,116 @@ func cleanup(ctx context.Context, f *flags) error {
 }
 
 // bindFlags defines the agent's flags on fs (--kubeconfig comes from
-// controller-runtime's config package).
+// controller-runtime's config package), each defaulting to agent.DefaultOptions.
 func bindFlags(fs *flag.FlagSet) *flags {
-	f := &flags{families: familyList{knftables.IPv4Family, knftables.IPv6Family}}
+	f := &flags{agent: agent.DefaultOptions(), families: familyList{knftables.IPv4Family, knftables.IPv6Family}}
+	a := &f.agent
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context to use (default: the current context)")
-	fs.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "Node this agent programs (default: $NODE_NAME)")
+	fs.StringVar(&a.NodeName, "node-name", os.Getenv("NODE_NAME"), "Node this agent programs (default: $NODE_NAME)")
 	fs.StringVar(&f.dataplane, "dataplane", dataplaneNFTables, "nftables: program the kernel; dry-run: only render the ruleset (nodes without nftables, simulated nodes)")
 	fs.StringVar(&f.backend, "nftables-backend", backendNetlink, "with --dataplane=nftables, how tables are programmed: netlink (no nft program needed; a change costs the same whatever the table's size) or nft (runs the nft program per sync)")
 	fs.StringVar(&f.dryRunOutput, "dry-run-output", agent.StdoutLog, `with --dataplane=dry-run, file the rendered ruleset is written to after each sync that changes it, or "-" for the log`)
 	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
-	fs.DurationVar(&f.syncPeriod, "sync-period", agent.DefaultSyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
-	fs.DurationVar(&f.driftCheckPeriod, "drift-check-period", agent.DefaultDriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
-	fs.DurationVar(&f.minSyncInterval, "min-sync-interval", agent.DefaultMinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
-	fs.BoolVar(&f.watchImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
-	fs.StringVar(&f.clusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet when the cluster has no ClusterProperty cluster.clusterset.k8s.io (the property wins, as for the manager); with an id imports of PreferSameCluster Services follow their cluster allocation, without one they spread over every cluster (default: $CLUSTER_ID)")
+	fs.DurationVar(&a.SyncPeriod, "sync-period", a.SyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
+	fs.DurationVar(&a.DriftCheckPeriod, "drift-check-period", a.DriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
+	fs.DurationVar(&a.MinSyncInterval, "min-sync-interval", a.MinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
+	fs.BoolVar(&a.WatchServiceImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
+	fs.StringVar(&a.ClusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet when the cluster has no ClusterProperty cluster.clusterset.k8s.io (the property wins, as for the manager); with an id imports of PreferSameCluster Services follow their cluster allocation, without one they spread over every cluster (default: $CLUSTER_ID)")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the fleetslice nftables tables of --ip-families and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10290", `address the metrics endpoint binds to ("0" disables it)`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":10291", `address /healthz and /readyz bind to ("0" disables them)`)
 	return f
 }
 
-// validate checks what does not need the API server.
+// validate checks the command line's own choices; the agent's options are checked by
+// agent.Options.Validate once the dataplanes exist.
 func (f *flags) validate() error {
 	switch {
-	case f.nodeName == "":
+	case f.agent.NodeName == "":
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	case f.dataplane != dataplaneNFTables && f.dataplane != dataplaneDryRun:
 		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
 	case f.backend != backendNetlink && f.backend != backendNft:
 		return fmt.Errorf("--nftables-backend must be %s or %s, not %q", backendNetlink, backendNft, f.backend)
-	case f.minSyncInterval <= 0 || f.syncPeriod <= 0 || f.driftCheckPeriod <= 0:
-		return errors.New("--min-sync-interval, --sync-period and --drift-check-period must be positive")
 	case len(f.families) == 0:
 		return errors.New("--ip-families must name at least one family")
-	case f.clusterID != "":
-		if err := clusterid.Validate(f.clusterID); err != nil {
+	case f.agent.ClusterID != "":
+		if err := clusterid.Validate(f.agent.ClusterID); err != nil {
 			return fmt.Errorf("--cluster-id: %w", err)
 		}
 	}
 	return nil
 }
 
-// run starts the agent and blocks until ctx ends.
-func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error {
+// dataplaneOptions are the options of each family's dataplane.
+func (f *flags) dataplaneOptions() []dataplane.Options {
+	out := make([]dataplane.Options, 0, len(f.families))
+	for _, fam := range f.families {
+		out = append(out, dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs})
+	}
+	return out
+}
+
+// agentOptions returns the agent's options with its dataplanes built, validated.
+func (f *flags) agentOptions(log logr.Logger) (agent.Options, error) {
 	if err := f.validate(); err != nil {
-		return err
+		return agent.Options{}, err
 	}
-	opts := agent.Options{
-		NodeName:            f.nodeName,
-		MinSyncInterval:     f.minSyncInterval,
-		SyncPeriod:          f.syncPeriod,
-		DriftCheckPeriod:    f.driftCheckPeriod,
-		WatchServiceImports: f.watchImports,
-		ClusterID:           f.clusterID,
-		Log:                 log,
-	}
-	switch f.dataplane {
-	case dataplaneNFTables:
-		for _, fam := range f.families {
-			dpOpts := dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs}
-			if f.backend == backendNetlink {
-				s, err := dataplane.NewNetlink(dpOpts)
-				if err != nil {
-					return err
-				}
-				opts.Dataplanes = append(opts.Dataplanes, s)
-				// Say at once, not only at the first sync, when nftables is unusable.
-				if err := dataplane.ProbeNetlink(fam); err != nil {
-					log.Error(err, "nftables is not usable yet; the agent stays unready and retries (grant CAP_NET_ADMIN on a kernel with nf_tables, or use --dataplane=dry-run)")
-				}
-				continue
-			}
-			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelNftDataplane(dpOpts, nil))
-			if _, err := dataplane.Open(fam); err != nil {
-				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
-			}
-		}
-	case dataplaneDryRun:
-		var dryRuns []*dataplane.DryRun
-		for _, fam := range f.families {
-			d, err := dataplane.NewDryRun(dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs})
+	opts := f.agent
+	opts.Log = log
+	var dryRuns []*dataplane.DryRun
+	for _, dpOpts := range f.dataplaneOptions() {
+		switch {
+		case f.dataplane == dataplaneDryRun:
+			d, err := dataplane.NewDryRun(dpOpts)
 			if err != nil {
-				return err
+				return opts, err
 			}
 			dryRuns = append(dryRuns, d)
 			opts.Dataplanes = append(opts.Dataplanes, d)
+		case f.backend == backendNetlink:
+			s, err := dataplane.NewNetlink(dpOpts)
+			if err != nil {
+				return opts, err
+			}
+			opts.Dataplanes = append(opts.Dataplanes, s)
+			// Say at once, not only at the first sync, when nftables is unusable.
+			if err := dataplane.ProbeNetlink(dpOpts.Family); err != nil {
+				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (grant CAP_NET_ADMIN on a kernel with nf_tables, or use --dataplane=dry-run)")
+			}
+		default:
+			opts.Dataplanes = append(opts.Dataplanes, agent.NewKernelNftDataplane(dpOpts, nil))
+			if _, err := dataplane.Open(dpOpts.Family); err != nil {
+				log.Error(err, "nftables is not usable yet; the agent stays unready and retries (install the nftables package and grant CAP_NET_ADMIN, or use --dataplane=dry-run)")
+			}
 		}
-		opts.OnSync = agent.RulesetWriter(f.dryRunOutput, log, dryRuns...)
-	default:
-		return fmt.Errorf("--dataplane must be %s or %s, not %q", dataplaneNFTables, dataplaneDryRun, f.dataplane)
 	}
+	if len(dryRuns) > 0 {
+		opts.OnSync = agent.RulesetWriter(f.dryRunOutput, log, dryRuns...)
+	}
+	return opts, opts.Validate()
+}
 
+func (f *flags) managerOptions(scheme *runtime.Scheme) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  agent.CacheOptions(f.agent.NodeName),
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+	}
+}
+
+// run starts the agent and blocks until ctx ends.
+func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error {
+	opts, err := f.agentOptions(log)
+	if err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(mcsv1beta1.Install(scheme))
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  agent.CacheOptions(f.nodeName),
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
-		HealthProbeBindAddress: f.probeAddr,
-	})
+	mgr, err := ctrl.NewManager(cfg, f.managerOptions(scheme))
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
@@ -224,7 +233,7 @@ func run(ctx context.Context, cfg *rest.Config, f *flags, log logr.Logger) error
 	if err := mgr.AddReadyzCheck("dataplane", a.ReadyzCheck); err != nil {
 		return err
 	}
-	log.Info("starting", "node", f.nodeName, "dataplane", f.dataplane, "families", f.families.String(),
+	log.Info("starting", "node", f.agent.NodeName, "dataplane", f.dataplane, "families", f.families.String(),
 		"podCIDRs", f.podCIDRs.String(), "dryRunOutput", f.dryRunOutput)
 	return mgr.Start(ctx)
 }

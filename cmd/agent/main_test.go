@@ -52,9 +52,9 @@ func TestFlags(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if f.nodeName != tt.node || f.families.String() != tt.families || f.podCIDRs.String() != tt.cidrs {
+		if f.agent.NodeName != tt.node || f.families.String() != tt.families || f.podCIDRs.String() != tt.cidrs {
 			t.Errorf("%q: node %q families %q cidrs %q; want %q %q %q", tt.args,
-				f.nodeName, f.families.String(), f.podCIDRs.String(), tt.node, tt.families, tt.cidrs)
+				f.agent.NodeName, f.families.String(), f.podCIDRs.String(), tt.node, tt.families, tt.cidrs)
 		}
 	}
 }
