@@ -62,6 +62,22 @@ type target struct {
 // It returns nil when no endpoint is ready (the caller then falls back to serving terminating
 // endpoints, as Select does).
 func Weigh(endpoints []Endpoint, plan ClusterPlan, node Node) (out []Weighted, failover bool) {
+	ready, byCluster := readyByCluster(endpoints, node)
+	if len(ready) == 0 {
+		return nil, false
+	}
+	b := targetBuilder{endpoints: endpoints, byCluster: byCluster}
+	b.add(node.Cluster, plan.Local, ownZoneShares(plan, node))
+	for _, s := range plan.Spill {
+		if s.To != node.Cluster {
+			b.add(s.To, s.Share, plan.Intake[s.To])
+		}
+	}
+	return weights(endpoints, ready, b.targets)
+}
+
+// readyByCluster returns the ready endpoints, all and by cluster.
+func readyByCluster(endpoints []Endpoint, node Node) ([]int, map[string][]int) {
 	var ready []int
 	byCluster := map[string][]int{}
 	for i, ep := range endpoints {
@@ -76,78 +92,86 @@ func Weigh(endpoints []Endpoint, plan ClusterPlan, node Node) (out []Weighted, f
 		}
 		byCluster[c] = append(byCluster[c], i)
 	}
-	if len(ready) == 0 {
-		return nil, false
-	}
-	zoneOf := func(group []int, zone string) []int {
-		var out []int
-		for _, i := range group {
-			if endpoints[i].Zone == zone {
-				out = append(out, i)
-			}
-		}
-		return out
-	}
-	var targets []target
-	// add splits share for cluster over zones (nil: the whole cluster); what finds no ready
-	// endpoint in its zone stays with the cluster as a whole.
-	add := func(cluster string, share float64, zones []Share) {
-		if !(share > 0) {
-			return
-		}
-		group := byCluster[cluster]
-		rest := share
-		for _, z := range zones {
-			s := math.Min(rest, share*z.Share)
-			if g := zoneOf(group, z.To); len(g) > 0 && s > 0 {
-				targets = append(targets, target{cluster, s, g})
-				rest -= s
-			}
-		}
-		if rest > 0 {
-			targets = append(targets, target{cluster, rest, group})
-		}
-	}
-	own := []Share(nil)
+	return ready, byCluster
+}
+
+// ownZoneShares splits the node's own cluster's share by zone. Zone shares are of the
+// client's traffic; targetBuilder.add wants them relative to Local.
+func ownZoneShares(plan ClusterPlan, node Node) []Share {
+	var own []Share
 	for _, z := range plan.Zones {
 		if z.Zone == node.Zone && node.Zone != "" && plan.Local > 0 {
-			// Zone shares are of the client's traffic; add wants them relative to Local.
 			own = append(own, Share{To: z.Zone, Share: z.InZone / plan.Local})
 			for _, o := range z.OtherZones {
 				own = append(own, Share{To: o.To, Share: o.Share / plan.Local})
 			}
 		}
 	}
-	add(node.Cluster, plan.Local, own)
-	for _, s := range plan.Spill {
-		if s.To != node.Cluster {
-			add(s.To, s.Share, plan.Intake[s.To])
+	return own
+}
+
+type targetBuilder struct {
+	endpoints []Endpoint
+	byCluster map[string][]int
+	targets   []target
+}
+
+// add splits share for cluster over zones (nil: the whole cluster); what finds no ready
+// endpoint in its zone stays with the cluster as a whole.
+func (b *targetBuilder) add(cluster string, share float64, zones []Share) {
+	if !(share > 0) {
+		return
+	}
+	group := b.byCluster[cluster]
+	rest := share
+	for _, z := range zones {
+		s := math.Min(rest, share*z.Share)
+		if g := b.inZone(group, z.To); len(g) > 0 && s > 0 {
+			b.targets = append(b.targets, target{cluster, s, g})
+			rest -= s
 		}
 	}
+	if rest > 0 {
+		b.targets = append(b.targets, target{cluster, rest, group})
+	}
+}
 
-	// Failover: shares of clusters without ready endpoints go to the others in proportion.
+func (b *targetBuilder) inZone(group []int, zone string) []int {
+	var out []int
+	for _, i := range group {
+		if b.endpoints[i].Zone == zone {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// weights spreads each target's share evenly over its endpoints. Failover: shares of clusters
+// without ready endpoints go to the others in proportion, and with none served at all every
+// ready endpoint gets an even share.
+func weights(endpoints []Endpoint, ready []int, targets []target) (out []Weighted, failover bool) {
 	var served float64
 	for _, t := range targets {
 		if len(t.group) > 0 {
 			served += t.share
 		}
 	}
-	weights := make([]float64, len(endpoints))
+	w := make([]float64, len(endpoints))
 	if served > 0 {
 		for _, t := range targets {
 			for _, i := range t.group {
-				weights[i] += t.share / served / float64(len(t.group))
+				w[i] += t.share / served / float64(len(t.group))
 			}
 		}
 	} else {
 		failover = true
 		for _, i := range ready {
-			weights[i] = 1 / float64(len(ready))
+			w[i] = 1 / float64(len(ready))
 		}
 	}
 	for _, i := range ready {
-		if weights[i] > 0 {
-			out = append(out, Weighted{Endpoint: endpoints[i], Share: weights[i]})
+		if w[i] > 0 {
+			out = append(out, Weighted{Endpoint: endpoints[i], Share: w[i]})
 		}
 	}
 	return out, failover

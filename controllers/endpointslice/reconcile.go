@@ -87,13 +87,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		outcome = syncStale
 		return ctrl.Result{RequeueAfter: staleCacheRetry}, nil
 	}
+	return r.sync(ctx, svc, sel, existing)
+}
+
+// sync reads the Service's Pods and Nodes, plans its slices once and writes the plan.
+func (r *Reconciler) sync(ctx context.Context, svc *corev1.Service, sel selection, existing []*discoveryv1.EndpointSlice) (ctrl.Result, error) {
 	// From here the sync reads, plans and writes: its duration, with its writes counted as if
 	// made one after another (the API time they cost, their round trips above all), is the load
 	// the Service's next coalescing window adapts to; writing them side by side shortens the
 	// latency, not the window. A stale retry above says nothing of that load and is not reported.
 	start := time.Now()
 	var writing, apiTime time.Duration
-	defer func() { r.coalesce.Synced(req.NamespacedName, time.Since(start)-writing+apiTime) }()
+	defer func() { r.coalesce.Synced(client.ObjectKeyFromObject(svc), time.Since(start)-writing+apiTime) }()
 
 	if sel.selector == nil {
 		// A Service that became ExternalName, lost its selector or is kube-controller-manager's
@@ -131,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	r.reportHints(svc, plan.hints)
 
 	if len(desired.PodsOnUnknownNodes) > 0 {
-		logger.Info("skipped Pods on Nodes not in the cache yet", "service", req.NamespacedName,
+		log.FromContext(ctx).Info("skipped Pods on Nodes not in the cache yet", "service", client.ObjectKeyFromObject(svc),
 			"pods", desired.PodsOnUnknownNodes)
 		return ctrl.Result{RequeueAfter: unknownNodeRetry}, nil
 	}

@@ -6,11 +6,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -39,12 +41,69 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	creds := &credentialsWatcher{interval: opts.CredentialsCheckInterval,
+	creds, cachedConfig, directConfig, err := brokerConfigs(&opts)
+	if err != nil {
+		return err
+	}
+	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
+	if err != nil {
+		return err
+	}
+	w := &wiring{mgr: mgr, opts: opts, self: self, leaving: &atomic.Bool{},
+		log:      mgr.GetLogger().WithName("multicluster").WithValues("member", self),
+		recorder: mgr.GetEventRecorder("fleetslice-multicluster")}
+	direct, err := w.connectBroker(ctx, cachedConfig, directConfig)
+	if err != nil {
+		return err
+	}
+	creds.self, creds.reader, creds.elected, creds.now = self, mgr.GetAPIReader(), mgr.Elected(), time.Now
+	creds.recorder, creds.log = w.recorder, w.log.WithName("credentials")
+	if err := mgr.Add(creds); err != nil {
+		return err
+	}
+	w.members = newMembership(self, opts.BrokerNamespace, opts.LeaseDuration, w.broker.GetClient())
+	w.members.withdraw = withdrawer{reader: mgr.GetClient(), writer: mgr.GetClient()}.withdraw
+	if err := mgr.Add(&leaseRenewer{
+		reader: direct, writer: direct,
+		namespace: opts.BrokerNamespace, self: self,
+		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
+		leaveOnShutdown: opts.LeaveOnShutdown, leaving: w.leaving,
+		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient()),
+	}); err != nil {
+		return err
+	}
+	for _, add := range []func() error{w.addMembership, w.addExports, w.addImports} {
+		if err := add(); err != nil {
+			return err
+		}
+	}
+	w.log.Info("multi-cluster controllers set up", "brokerNamespace", opts.BrokerNamespace,
+		"leaseDuration", opts.LeaseDuration, "renewInterval", opts.renewEvery(), "leaveOnShutdown", opts.LeaveOnShutdown)
+	return nil
+}
+
+// wiring is what the member's controllers are built from.
+type wiring struct {
+	mgr      ctrl.Manager
+	opts     Options
+	self     string
+	log      logr.Logger
+	recorder events.EventRecorder
+	broker   cluster.Cluster
+	members  *membership
+	leaving  *atomic.Bool
+}
+
+// brokerConfigs reads the broker kubeconfig and returns the credentials watcher and two
+// configs with their own limiters: the cached client's bulk writes must not queue the Lease
+// renewals that keep this member alive in its peers' eyes.
+func brokerConfigs(opts *Options) (creds *credentialsWatcher, cached, direct *rest.Config, err error) {
+	creds = &credentialsWatcher{interval: opts.CredentialsCheckInterval,
 		policy: brokercreds.Policy{WarnBefore: opts.CredentialsWarning, Rewarn: time.Hour}}
 	if opts.BrokerConfig == nil {
 		cfg, err := clientcmd.BuildConfigFromFlags("", opts.BrokerKubeconfig)
 		if err != nil {
-			return fmt.Errorf("reading the broker kubeconfig %s: %w", opts.BrokerKubeconfig, err)
+			return nil, nil, nil, fmt.Errorf("reading the broker kubeconfig %s: %w", opts.BrokerKubeconfig, err)
 		}
 		creds.path, creds.last = opts.BrokerKubeconfig, readOrNil(opts.BrokerKubeconfig)
 		opts.BrokerConfig = cfg
@@ -54,112 +113,100 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if creds.path != "" {
 		creds.token = swappableToken(brokerConfig)
 	}
-	// Each client gets its own copy and limiter: the cached client's bulk writes must not queue
-	// the Lease renewals that keep this member alive in its peers' eyes.
-	cachedConfig, directConfig := rest.CopyConfig(brokerConfig), rest.CopyConfig(brokerConfig)
-	if err := apiclient.Throttle(cachedConfig, "broker", opts.BrokerQPS, opts.BrokerBurst); err != nil {
-		return err
+	cached, direct = rest.CopyConfig(brokerConfig), rest.CopyConfig(brokerConfig)
+	if err := apiclient.Throttle(cached, "broker", opts.BrokerQPS, opts.BrokerBurst); err != nil {
+		return nil, nil, nil, err
 	}
-	if err := apiclient.Throttle(directConfig, "broker-lease", opts.BrokerQPS, opts.BrokerBurst); err != nil {
-		return err
+	if err := apiclient.Throttle(direct, "broker-lease", opts.BrokerQPS, opts.BrokerBurst); err != nil {
+		return nil, nil, nil, err
 	}
-	self, err := clusterid.Resolve(ctx, mgr.GetAPIReader(), opts.ClusterID)
-	if err != nil {
-		return err
-	}
-	log := mgr.GetLogger().WithName("multicluster").WithValues("member", self)
+	return creds, cached, direct, nil
+}
 
+// connectBroker adds the cache of the broker namespace and the field indexes, and returns the
+// direct broker client: leaving must work while the manager's caches shut down.
+func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *rest.Config) (client.Client, error) {
 	brokerScheme, err := Scheme()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	brokerCluster, err := cluster.New(cachedConfig, func(o *cluster.Options) {
+	w.broker, err = cluster.New(cachedConfig, func(o *cluster.Options) {
 		o.Scheme = brokerScheme
-		o.Logger = log.WithName("broker")
-		o.Cache.DefaultNamespaces = map[string]cache.Config{opts.BrokerNamespace: {}}
+		o.Logger = w.log.WithName("broker")
+		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
 	})
 	if err != nil {
-		return fmt.Errorf("broker cluster: %w", err)
+		return nil, fmt.Errorf("broker cluster: %w", err)
 	}
-	if err := mgr.Add(brokerCluster); err != nil {
-		return err
+	if err := w.mgr.Add(w.broker); err != nil {
+		return nil, err
 	}
-	if err := addIndexes(ctx, mgr.GetFieldIndexer(), brokerCluster.GetFieldIndexer()); err != nil {
-		return fmt.Errorf("field indexes: %w", err)
+	if err := addIndexes(ctx, w.mgr.GetFieldIndexer(), w.broker.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("field indexes: %w", err)
 	}
-	// Leaving must work while the manager's caches shut down, so it reads the broker directly.
 	direct, err := client.New(directConfig, client.Options{Scheme: brokerScheme})
 	if err != nil {
-		return fmt.Errorf("broker client: %w", err)
+		return nil, fmt.Errorf("broker client: %w", err)
 	}
+	return direct, nil
+}
 
-	creds.self, creds.reader, creds.elected, creds.now = self, mgr.GetAPIReader(), mgr.Elected(), time.Now
-	creds.recorder, creds.log = mgr.GetEventRecorder("fleetslice-multicluster"), log.WithName("credentials")
-	if err := mgr.Add(creds); err != nil {
-		return err
+func (w *wiring) controllerOptions() controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: w.opts.MaxConcurrentReconciles,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, w.opts.MaxRetryDelay),
 	}
+}
 
-	leaving := &atomic.Bool{}
-	members := newMembership(self, opts.BrokerNamespace, opts.LeaseDuration, brokerCluster.GetClient())
-	members.withdraw = withdrawer{reader: mgr.GetClient(), writer: mgr.GetClient()}.withdraw
-	recorder := mgr.GetEventRecorder("fleetslice-multicluster")
-
-	if err := mgr.Add(&leaseRenewer{
-		reader: direct, writer: direct,
-		namespace: opts.BrokerNamespace, self: self,
-		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
-		leaveOnShutdown: opts.LeaveOnShutdown, leaving: leaving,
-		log: log.WithName("lease"), demand: nodeDemand(mgr.GetClient()),
-	}); err != nil {
-		return err
-	}
-
-	controllerOpts := controller.Options{
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, opts.MaxRetryDelay),
-	}
-	brokerCache := brokerCluster.GetCache()
-
-	err = ctrl.NewControllerManagedBy(mgr).
+func (w *wiring) addMembership() error {
+	err := ctrl.NewControllerManagedBy(w.mgr).
 		Named("multicluster-membership").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{},
+		WatchesRawSource(source.Kind(w.broker.GetCache(), &coordinationv1.Lease{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *coordinationv1.Lease) []reconcile.Request {
 				return []reconcile.Request{membershipKey}
 			}))).
-		Complete(members)
+		Complete(w.members)
 	if err != nil {
 		return fmt.Errorf("membership controller: %w", err)
 	}
+	return nil
+}
 
+func (w *wiring) addExports() error {
 	exports := &exportReconciler{
-		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
-		self: self, members: members, recorder: recorder, leaving: leaving, writeTimeout: opts.BrokerWriteTimeout,
+		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
+		self: w.self, members: w.members, recorder: w.recorder, leaving: w.leaving, writeTimeout: w.opts.BrokerWriteTimeout,
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	brokerCache := w.broker.GetCache()
+	err := ctrl.NewControllerManagedBy(w.mgr).
 		Named("multicluster-export").
-		WithOptions(controllerOpts).
+		WithOptions(w.controllerOptions()).
 		For(&mcsv1beta1.ServiceExport{}).
 		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(sourceSliceToService)).
 		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
-			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](self)))).
-		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
+			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](w.self)))).
+		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		Complete(exports)
 	if err != nil {
 		return fmt.Errorf("export controller: %w", err)
 	}
+	return nil
+}
 
+func (w *wiring) addImports() error {
 	imports := &importReconciler{
-		local: mgr.GetClient(), broker: brokerCluster.GetClient(), brokerNamespace: opts.BrokerNamespace,
-		self: self, members: members, recorder: recorder, locality: opts.Locality,
+		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
+		self: w.self, members: w.members, recorder: w.recorder, locality: w.opts.Locality,
 	}
-	demandHandler, demandChanged := demandChanges(mgr.GetClient())
-	err = ctrl.NewControllerManagedBy(mgr).
+	brokerCache := w.broker.GetCache()
+	demandHandler, demandChanged := demandChanges(w.mgr.GetClient())
+	err := ctrl.NewControllerManagedBy(w.mgr).
 		Named("multicluster-import").
-		WithOptions(controllerOpts).
+		WithOptions(w.controllerOptions()).
 		For(&mcsv1beta1.ServiceImport{}).
 		Owns(&corev1.Service{}).
 		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
@@ -168,13 +215,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
 			endpointChangesFirst(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
-		WatchesRawSource(source.Channel(members.subscribe(), servicesOfAnnouncedCluster(brokerCluster.GetClient(), opts.BrokerNamespace))).
+		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{}, demandHandler, demandChanged)).
 		Complete(imports)
 	if err != nil {
 		return fmt.Errorf("import controller: %w", err)
 	}
-	log.Info("multi-cluster controllers set up", "brokerNamespace", opts.BrokerNamespace,
-		"leaseDuration", opts.LeaseDuration, "renewInterval", opts.renewEvery(), "leaveOnShutdown", opts.LeaveOnShutdown)
 	return nil
 }

@@ -35,35 +35,53 @@ func (p *planner) compact() {
 	if n == 0 {
 		return
 	}
-	var free, untouched []*slot
-	created, updated, deleted := 0, 0, 0
+	set := p.classify()
+	// Compared this way round so that a huge Slack cannot overflow.
+	excess := len(set.free) + len(set.untouched) - ceilDiv(n, p.max)
+	if excess <= p.in.Slack {
+		return
+	}
+	set.sortForRemoval()
+	if best, found := p.bestCompaction(set, excess-p.in.Slack); found {
+		p.applyCompaction(set.free, set.untouched, best)
+	}
+}
+
+// slotSet sorts the live slots by what removing one costs: free ones are written
+// anyway (created or updated), untouched ones would be written only for this.
+type slotSet struct {
+	free, untouched           []*slot
+	created, updated, deleted int
+}
+
+func (p *planner) classify() slotSet {
+	var set slotSet
 	for _, s := range p.slots {
 		switch {
 		case s.gone:
 			if s.existing != nil {
-				deleted++
+				set.deleted++
 			}
 		case s.existing == nil:
-			created++
-			free = append(free, s)
+			set.created++
+			set.free = append(set.free, s)
 		case s.dirty:
-			updated++
-			free = append(free, s)
+			set.updated++
+			set.free = append(set.free, s)
 		default:
-			untouched = append(untouched, s)
+			set.untouched = append(set.untouched, s)
 		}
 	}
-	// Compared this way round so that a huge Slack cannot overflow.
-	excess := len(free) + len(untouched) - ceilDiv(n, p.max)
-	if excess <= p.in.Slack {
-		return
-	}
-	r := excess - p.in.Slack
+	return set
+}
 
-	// Free slots go in the order they are best removed in: fewest endpoints
-	// that would move first; among those, slices to create before existing
-	// ones, then the emptiest.
-	slices.SortStableFunc(free, func(x, y *slot) int {
+// sortForRemoval puts free slots in the order they are best removed in:
+// fewest endpoints that would move first; among those, slices to create
+// before existing ones, then the emptiest. Untouched slots go emptiest
+// first: the first b are removed, the next j (the ones with the most room)
+// receive.
+func (set slotSet) sortForRemoval() {
+	slices.SortStableFunc(set.free, func(x, y *slot) int {
 		return cmp.Or(
 			cmp.Compare(x.kept, y.kept),
 			cmp.Compare(isExisting(x), isExisting(y)),
@@ -71,12 +89,15 @@ func (p *planner) compact() {
 			cmp.Compare(x.seq, y.seq),
 		)
 	})
-	// Untouched slots emptiest first: the first b are removed, the next j
-	// (the ones with the most room) receive.
-	slices.SortStableFunc(untouched, func(x, y *slot) int {
+	slices.SortStableFunc(set.untouched, func(x, y *slot) int {
 		return cmp.Or(cmp.Compare(len(x.entries), len(y.entries)), cmp.Compare(x.seq, y.seq))
 	})
+}
 
+// bestCompaction tries every split of the r removals between free slots (a)
+// and untouched ones (b) and returns the cheapest.
+func (p *planner) bestCompaction(set slotSet, r int) (compaction, bool) {
+	free, untouched := set.free, set.untouched
 	newRemoved := make([]int, len(free)+1)  // new slots among free[:a]
 	keptRemoved := make([]int, len(free)+1) // pre-existing endpoints in free[:a]
 	freeRoom := 0
@@ -91,7 +112,6 @@ func (p *planner) compact() {
 		untouchedCount[i+1] = untouchedCount[i] + len(s.entries)
 		untouchedRoom[i+1] = untouchedRoom[i] + s.room(p.max)
 	}
-
 	var best compaction
 	found := false
 	for a := max(0, r-len(untouched)); a <= min(r, len(free)); a++ {
@@ -112,17 +132,14 @@ func (p *planner) compact() {
 		freeExistingRemoved := a - newRemoved[a]
 		c := compaction{
 			a: a, b: b, j: j,
-			writes: writes(created-newRemoved[a], updated-freeExistingRemoved+j, deleted+freeExistingRemoved+b),
+			writes: writes(set.created-newRemoved[a], set.updated-freeExistingRemoved+j, set.deleted+freeExistingRemoved+b),
 			moved:  keptRemoved[a] + untouchedCount[b],
 		}
 		if !found || c.better(best) {
 			best, found = c, true
 		}
 	}
-	if !found {
-		return
-	}
-	p.applyCompaction(free, untouched, best)
+	return best, found
 }
 
 // applyCompaction removes the chosen slots and pours their endpoints into
