@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 var _ = Describe("the node agent in dry-run mode", func() {
@@ -53,11 +55,11 @@ var _ = Describe("the node agent in dry-run mode", func() {
 	})
 
 	It("honours zone hints for its zone, ignores them when a ready endpoint lacks one, and follows the Node's zone", func() {
-		svc := createService(ns, "web", nil)
-		slice := createSlice(ns, "web-1", "web", nil,
+		svc := create(builders.MakeService(ns, "web").Port("http", 80, intstr.FromInt32(80)).Obj())
+		slice := create(builders.MakeEndpointSlice(ns, "web-1").Service("web").Port("http", 8080).Endpoints(
 			endpoint("10.1.0.1", node, "", "zone-a"),
 			endpoint("10.1.0.2", "other", "", "zone-b"),
-			endpoint("10.1.0.3", "other", "", "zone-a"))
+			endpoint("10.1.0.3", "other", "", "zone-a")).Obj())
 		Eventually(a.endpointsOf).WithArguments(key("web"), "http").
 			Should(Equal([]string{"10.1.0.1:8080*", "10.1.0.3:8080"}))
 		By("writing what it programs to the dry-run output")
@@ -84,24 +86,23 @@ var _ = Describe("the node agent in dry-run mode", func() {
 	})
 
 	It("keeps internalTrafficPolicy Local traffic on this node", func() {
-		createService(ns, "local", func(s *corev1.Service) {
-			s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
-		})
-		createSlice(ns, "local-1", "local", nil,
-			endpoint("10.2.0.1", node, ""), endpoint("10.2.0.2", "other", ""), endpoint("10.2.0.3", node, "s"))
+		create(builders.MakeService(ns, "local").Port("http", 80, intstr.FromInt32(80)).
+			InternalTrafficPolicy(corev1.ServiceInternalTrafficPolicyLocal).Obj())
+		create(builders.MakeEndpointSlice(ns, "local-1").Service("local").Port("http", 8080).Endpoints(
+			endpoint("10.2.0.1", node, ""), endpoint("10.2.0.2", "other", ""), endpoint("10.2.0.3", node, "s")).Obj())
 		Eventually(a.endpointsOf).WithArguments(key("local"), "http").Should(Equal([]string{"10.2.0.1:8080*"}))
 	})
 
 	It("falls back to serving terminating endpoints when none is ready", func() {
-		createService(ns, "draining", nil)
-		createSlice(ns, "draining-1", "draining", nil,
-			endpoint("10.3.0.1", "other", "st"), endpoint("10.3.0.2", "other", "t"), endpoint("10.3.0.3", node, "st"))
+		create(builders.MakeService(ns, "draining").Port("http", 80, intstr.FromInt32(80)).Obj())
+		create(builders.MakeEndpointSlice(ns, "draining-1").Service("draining").Port("http", 8080).Endpoints(
+			endpoint("10.3.0.1", "other", "st"), endpoint("10.3.0.2", "other", "t"), endpoint("10.3.0.3", node, "st")).Obj())
 		Eventually(a.endpointsOf).WithArguments(key("draining"), "http").
 			Should(Equal([]string{"10.3.0.1:8080", "10.3.0.3:8080*"}))
 	})
 
 	It("rejects connections to a Service without endpoints and forgets a removed Service", func() {
-		svc := createService(ns, "empty", nil)
+		svc := create(builders.MakeService(ns, "empty").Port("http", 80, intstr.FromInt32(80)).Obj())
 		reject := "add element ip fleetslice no-endpoint-services { " + ip(svc) + " . tcp . 80 comment \"" + ns + "/empty:http\" }"
 		Eventually(dr.Ruleset).Should(ContainSubstring(reject))
 		Expect(a.endpointsOf(key("empty"), "http")).To(BeEmpty())
@@ -123,16 +124,14 @@ var _ = Describe("the node agent in dry-run mode", func() {
 			},
 		}
 		Expect(k8s.Create(ctx, imp)).To(Succeed())
-		derived := createService(ns, "derived-db", func(s *corev1.Service) {
-			s.Labels = map[string]string{mcsv1beta1.LabelServiceName: "db"}
-			s.OwnerReferences = []metav1.OwnerReference{{
+		derived := create(builders.MakeService(ns, "derived-db").Port("http", 80, intstr.FromInt32(80)).
+			Label(mcsv1beta1.LabelServiceName, "db").
+			Owner(metav1.OwnerReference{
 				APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName,
 				Name: imp.Name, UID: imp.UID, Controller: ptr.To(true),
-			}}
-		})
-		createSlice(ns, "db-remote", "derived-db", map[string]string{
-			mcsv1beta1.LabelServiceName: "db", mcsv1beta1.LabelSourceCluster: "member-b",
-		}, endpoint("10.4.0.1", "", ""), endpoint("10.4.0.2", "", ""))
+			}).Obj())
+		create(builders.MakeImportedSlice(ns, "db-remote", "db", "member-b").DerivedService("derived-db").Port("http", 8080).
+			Endpoints(endpoint("10.4.0.1", "", ""), endpoint("10.4.0.2", "", "")).Obj())
 
 		clusterIPs := func() []string {
 			s, ok := a.service(key("derived-db"))
@@ -159,8 +158,8 @@ var _ = Describe("the node agent in dry-run mode", func() {
 	It("rewrites only the Service that changed on an incremental sync", func() {
 		var slices []*discoveryv1.EndpointSlice
 		for i, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
-			createService(ns, name, nil)
-			slices = append(slices, createSlice(ns, name+"-1", name, nil, endpoint("10.5.0."+string(rune('1'+i)), "other", "")))
+			create(builders.MakeService(ns, name).Port("http", 80, intstr.FromInt32(80)).Obj())
+			slices = append(slices, create(builders.MakeEndpointSlice(ns, name+"-1").Service(name).Port("http", 8080).Endpoints(endpoint("10.5.0."+string(rune('1'+i)), "other", "")).Obj()))
 		}
 		for _, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
 			Eventually(a.endpointsOf).WithArguments(key(name), "http").Should(HaveLen(1))
@@ -195,8 +194,8 @@ var _ = Describe("the node agent in dry-run mode", func() {
 		programmed := metricValue("fleetslice_agent_network_programming_duration_seconds", nil)
 		partial := metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"mode": "partial", "result": "success"})
 
-		createService(ns, "timed", nil)
-		s := createSlice(ns, "timed-1", "timed", nil, endpoint("10.6.0.1", "other", ""))
+		create(builders.MakeService(ns, "timed").Port("http", 80, intstr.FromInt32(80)).Obj())
+		s := create(builders.MakeEndpointSlice(ns, "timed-1").Service("timed").Port("http", 8080).Endpoints(endpoint("10.6.0.1", "other", "")).Obj())
 		updateSlice(s, func(s *discoveryv1.EndpointSlice) {
 			s.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Format(time.RFC3339Nano)}
 			s.Endpoints = append(s.Endpoints, endpoint("10.6.0.2", "other", ""))
@@ -221,7 +220,7 @@ var _ = Describe("the node agent's readiness", func() {
 		failuresBefore := metricValue("fleetslice_agent_sync_proxy_rules_nftables_sync_failures_total", nil)
 
 		a := startAgent(newNode("zone-a"), []agent.Dataplane{syncer}, nil)
-		svc := createService(ns, "web", nil)
+		svc := create(builders.MakeService(ns, "web").Port("http", 80, intstr.FromInt32(80)).Obj())
 		Eventually(a.Ready).Should(MatchError(ContainSubstring("simulated: kernel refused")))
 		Consistently(a.Ready, 300*time.Millisecond).ShouldNot(Succeed())
 		Expect(metricValue("fleetslice_agent_sync_proxy_rules_total", map[string]string{"result": "error"})).To(BeNumerically(">", errorsBefore))
@@ -269,8 +268,8 @@ var _ = Describe("the node agent with the RBAC of config/agent", func() {
 		asAgent.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(ns, sa.Name)}
 		dr := dryRun()
 		a := startAgentAs(asAgent, newNode("zone-a"), []agent.Dataplane{dr}, nil)
-		svc := createService(ns, "web", nil)
-		createSlice(ns, "web-1", "web", nil, endpoint("10.7.0.1", "other", ""))
+		svc := create(builders.MakeService(ns, "web").Port("http", 80, intstr.FromInt32(80)).Obj())
+		create(builders.MakeEndpointSlice(ns, "web-1").Service("web").Port("http", 8080).Endpoints(endpoint("10.7.0.1", "other", "")).Obj())
 		Eventually(dr.Ruleset).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
 		Expect(a.Ready()).To(Succeed())
 	})
@@ -286,7 +285,7 @@ var _ = Describe("the node agent's sync timing", func() {
 		before := a.count()
 		const burst = 20
 		for i := range burst {
-			createService(ns, fmt.Sprintf("burst-%d", i), nil)
+			create(builders.MakeService(ns, fmt.Sprintf("burst-%d", i)).Port("http", 80, intstr.FromInt32(80)).Obj())
 		}
 		Eventually(func() int {
 			r, _ := a.last()
@@ -309,7 +308,7 @@ var _ = Describe("the node agent's sync timing", func() {
 		a := startAgent(newNode("zone-a"), []agent.Dataplane{syncer}, func(o *agent.Options) {
 			o.SyncPeriod = 500 * time.Millisecond
 		})
-		svc := createService(ns, "web", nil)
+		svc := create(builders.MakeService(ns, "web").Port("http", 80, intstr.FromInt32(80)).Obj())
 		Eventually(fake.Dump).Should(ContainSubstring(ip(svc) + " . tcp . 80"))
 
 		By("someone deleting the table behind the agent's back")

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ import (
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
@@ -48,16 +50,14 @@ var _ = Describe("the node agent's cluster id", Ordered, func() {
 		}
 		Expect(k8s.Create(ctx, imp)).To(Succeed())
 		local := allocation.Allocation{Mode: "Local", Clusters: []allocation.Cluster{{Cluster: "east", Local: 1}, {Cluster: "west", Local: 1}}}
-		createService(ns, "derived-web", func(s *corev1.Service) {
-			s.Labels = map[string]string{mcsv1beta1.LabelServiceName: "web"}
-			s.Annotations = map[string]string{allocation.Annotation: local.String()}
-			s.OwnerReferences = []metav1.OwnerReference{{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName,
-				Name: imp.Name, UID: imp.UID, Controller: ptr.To(true)}}
-		})
+		create(builders.MakeService(ns, "derived-web").Port("http", 80, intstr.FromInt32(80)).
+			Label(mcsv1beta1.LabelServiceName, "web").
+			Annotation(allocation.Annotation, local.String()).
+			Owner(metav1.OwnerReference{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: mcsv1beta1.ServiceImportKindName,
+				Name: imp.Name, UID: imp.UID, Controller: ptr.To(true)}).Obj())
 		for cluster, addr := range map[string]string{"east": "10.5.0.1", "west": "10.6.0.1"} {
-			createSlice(ns, "web-"+cluster, "derived-web", map[string]string{
-				mcsv1beta1.LabelServiceName: "web", mcsv1beta1.LabelSourceCluster: cluster,
-			}, endpoint(addr, "", ""))
+			create(builders.MakeImportedSlice(ns, "web-"+cluster, "web", cluster).DerivedService("derived-web").Port("http", 8080).
+				Endpoints(endpoint(addr, "", "")).Obj())
 		}
 	})
 

@@ -11,14 +11,8 @@ import (
 	"github.com/fleetslice/fleetslice/agent/dataplane"
 	"github.com/fleetslice/fleetslice/agent/selection"
 	"github.com/fleetslice/fleetslice/api/allocation"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
-
-// importedSlice is an imported slice of cluster, as the import controller writes it.
-func importedSlice(cluster string, eps ...ep) *discoveryv1.EndpointSlice {
-	s := slice("web-"+cluster, discoveryv1.AddressTypeIPv4, 8080, eps...)
-	s.Labels[mcsv1beta1.LabelSourceCluster] = cluster
-	return s
-}
 
 // derived owns the Service by a ServiceImport and carries the allocation.
 func derived(a allocation.Allocation) func(*corev1.Service) {
@@ -44,8 +38,8 @@ func TestConvertFollowsTheClusterAllocation(t *testing.T) {
 	inA := selection.Node{Name: "node-a", Zone: "zone-a", Cluster: "a"}
 	inB := selection.Node{Name: "node-b", Zone: "zone-a", Cluster: "b"}
 	slices := []*discoveryv1.EndpointSlice{
-		importedSlice("a", ep{addr: "10.1.0.1", flags: "rs"}),
-		importedSlice("b", ep{addr: "10.2.0.1", flags: "rs"}, ep{addr: "10.2.0.2", flags: "rs"}),
+		builders.MakeImportedSlice("ns", "web-a", "web", "a").DerivedService("web").Port("http", 8080).Endpoints(endpointsOf(ep{addr: "10.1.0.1", flags: "rs"})...).Obj(),
+		builders.MakeImportedSlice("ns", "web-b", "web", "b").DerivedService("web").Port("http", 8080).Endpoints(endpointsOf(ep{addr: "10.2.0.1", flags: "rs"}, ep{addr: "10.2.0.2", flags: "rs"})...).Obj(),
 	}
 	tests := []struct {
 		name   string
@@ -68,8 +62,8 @@ func TestConvertFollowsTheClusterAllocation(t *testing.T) {
 			name: "a's endpoint not ready: a's clients fail over to b at once",
 			svc:  svc(derived(spill)), node: inA,
 			slices: []*discoveryv1.EndpointSlice{
-				importedSlice("a", ep{addr: "10.1.0.1", flags: "s"}),
-				importedSlice("b", ep{addr: "10.2.0.1", flags: "rs"}, ep{addr: "10.2.0.2", flags: "rs"}),
+				builders.MakeImportedSlice("ns", "web-a", "web", "a").DerivedService("web").Port("http", 8080).Endpoints(endpointsOf(ep{addr: "10.1.0.1", flags: "s"})...).Obj(),
+				builders.MakeImportedSlice("ns", "web-b", "web", "b").DerivedService("web").Port("http", 8080).Endpoints(endpointsOf(ep{addr: "10.2.0.1", flags: "rs"}, ep{addr: "10.2.0.2", flags: "rs"})...).Obj(),
 			},
 			want: map[string]uint16{"10.2.0.1:8080": 1, "10.2.0.2:8080": 1},
 		},

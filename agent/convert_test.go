@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent/dataplane"
 	"github.com/fleetslice/fleetslice/agent/selection"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 var thisNode = selection.Node{Name: "node-a", Zone: "zone-a"}
@@ -45,32 +46,27 @@ type ep struct {
 }
 
 func slice(name string, addrType discoveryv1.AddressType, port int32, eps ...ep) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: addrType,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port)}},
-	}
+	return builders.MakeEndpointSlice("ns", name).Service("web").AddressType(addrType).Port("http", port).
+		Endpoints(endpointsOf(eps...)...).Obj()
+}
+
+// endpointsOf turns ep descriptions into endpoints.
+func endpointsOf(eps ...ep) []discoveryv1.Endpoint {
+	var out []discoveryv1.Endpoint
 	for _, e := range eps {
-		out := discoveryv1.Endpoint{Addresses: []string{e.addr}}
+		w := builders.MakeEndpoint(e.addr)
 		if e.node != "" {
-			out.NodeName = ptr.To(e.node)
+			w.Node(e.node)
 		}
 		if e.flags != "-" {
-			out.Conditions = discoveryv1.EndpointConditions{
-				Ready:       ptr.To(strings.Contains(e.flags, "r")),
-				Serving:     ptr.To(strings.Contains(e.flags, "s")),
-				Terminating: ptr.To(strings.Contains(e.flags, "t")),
-			}
+			w.Conditions(strings.Contains(e.flags, "r"), strings.Contains(e.flags, "s"), strings.Contains(e.flags, "t"))
 		}
 		if e.zoneHints != nil {
-			out.Hints = &discoveryv1.EndpointHints{}
-			for _, z := range e.zoneHints {
-				out.Hints.ForZones = append(out.Hints.ForZones, discoveryv1.ForZone{Name: z})
-			}
+			w.ZoneHints(e.zoneHints...)
 		}
-		s.Endpoints = append(s.Endpoints, out)
+		out = append(out, w.Obj())
 	}
-	return s
+	return out
 }
 
 func v4(port int32, eps ...ep) *discoveryv1.EndpointSlice {

@@ -220,20 +220,6 @@ func newNode(zone string) string {
 	return node.Name
 }
 
-func createService(ns, name string, mod func(*corev1.Service)) *corev1.Service {
-	GinkgoHelper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
-	}
-	if mod != nil {
-		mod(svc)
-	}
-	Expect(k8s.Create(context.Background(), svc)).To(Succeed())
-	Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
-	return svc
-}
-
 // endpoint is ready and serving unless flags says otherwise: flags is a
 // subset of "r", "s", "t" (ready, serving, terminating) or "rs" by default.
 func endpoint(ip, node, flags string, zones ...string) discoveryv1.Endpoint {
@@ -260,19 +246,12 @@ func endpoint(ip, node, flags string, zones ...string) discoveryv1.Endpoint {
 	return ep
 }
 
-func createSlice(ns, name, service string, labels map[string]string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+// create creates obj, a builder's output (internal/lab/builders), and returns it as the API
+// server stored it.
+func create[T client.Object](obj T) T {
 	GinkgoHelper()
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   eps,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
-	}
-	for k, v := range labels {
-		s.Labels[k] = v
-	}
-	Expect(k8s.Create(context.Background(), s)).To(Succeed())
-	return s
+	Expect(k8s.Create(context.Background(), obj)).To(Succeed())
+	return obj
 }
 
 func updateSlice(s *discoveryv1.EndpointSlice, mod func(*discoveryv1.EndpointSlice)) {

@@ -26,16 +26,20 @@ func TestMakeService(t *testing.T) {
 		Port("http", 80, intstr.FromInt32(8080)).
 		ServicePort(corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}).
 		Type(corev1.ServiceTypeClusterIP).ClusterIP("10.0.0.10", "fd00::10").
-		IPFamilies(corev1.IPv4Protocol, corev1.IPv6Protocol).UID("u").Obj()
+		IPFamilies(corev1.IPv4Protocol, corev1.IPv6Protocol).UID("u").
+		Owner(metav1.OwnerReference{Kind: "ServiceImport", Name: "web"}).
+		InternalTrafficPolicy(corev1.ServiceInternalTrafficPolicyLocal).Obj()
 	want := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u",
-			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"a": "b"}},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ServiceImport", Name: "web"}},
+			Labels:          map[string]string{"app": "web"}, Annotations: map[string]string{"a": "b"}},
 		Spec: corev1.ServiceSpec{
-			Type:       corev1.ServiceTypeClusterIP,
-			Selector:   map[string]string{"app": "web"},
-			ClusterIP:  "10.0.0.10",
-			ClusterIPs: []string{"10.0.0.10", "fd00::10"},
-			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Type:                  corev1.ServiceTypeClusterIP,
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+			Selector:              map[string]string{"app": "web"},
+			ClusterIP:             "10.0.0.10",
+			ClusterIPs:            []string{"10.0.0.10", "fd00::10"},
+			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
 			Ports: []corev1.ServicePort{
 				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},

@@ -41,6 +41,19 @@ func (w *ServiceWrapper) Annotation(key, value string) *ServiceWrapper {
 	return w
 }
 
+// Owner appends an owner reference, as the import controller owns a derived Service by its
+// ServiceImport.
+func (w *ServiceWrapper) Owner(ref metav1.OwnerReference) *ServiceWrapper {
+	w.OwnerReferences = append(w.OwnerReferences, ref)
+	return w
+}
+
+// InternalTrafficPolicy sets spec.internalTrafficPolicy.
+func (w *ServiceWrapper) InternalTrafficPolicy(p corev1.ServiceInternalTrafficPolicy) *ServiceWrapper {
+	w.Spec.InternalTrafficPolicy = &p
+	return w
+}
+
 // Selector adds one key to the Pod selector.
 func (w *ServiceWrapper) Selector(key, value string) *ServiceWrapper {
 	w.Spec.Selector = set(w.Spec.Selector, key, value)
