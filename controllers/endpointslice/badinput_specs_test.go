@@ -37,9 +37,7 @@ var _ = Describe("bad input", func() {
 	}
 
 	It("gives an IPv6-only Service the IPv6 addresses of dual-stack Pods, and follows the Service's families as they change", func(ctx SpecContext) {
-		svc := createService(ctx, ns, "six", func(s *corev1.Service) {
-			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
-		})
+		svc := create(ctx, httpService(ns, "six").IPFamilies(corev1.IPv6Protocol).Obj())
 		for i := range 3 {
 			createPod(ctx, ns, podSpec{name: fmt.Sprintf("dual-%d", i), node: "node-zone-a", labels: map[string]string{"app": "six"}, ready: true,
 				ips: []string{fmt.Sprintf("10.16.0.%d", i+1), fmt.Sprintf("fd00:16::%d", i+1)}})
@@ -82,7 +80,7 @@ var _ = Describe("bad input", func() {
 	})
 
 	It("gives an IPv4 Service of IPv6-only Pods one placeholder slice, and fills it when a Pod gains an IPv4 address", func(ctx SpecContext) {
-		createService(ctx, ns, "four")
+		create(ctx, httpService(ns, "four").Obj())
 		createPod(ctx, ns, podSpec{name: "v6", node: "node-zone-a", ips: []string{"fd00:17::1"}, labels: map[string]string{"app": "four"}, ready: true})
 		Eventually(func(g Gomega) {
 			slices := ourSlices(ctx, g, ns, "four")
@@ -100,7 +98,7 @@ var _ = Describe("bad input", func() {
 	})
 
 	It("writes all 100 ports of a Service in every slice, under the cap", func(ctx SpecContext) {
-		createService(ctx, ns, "ports", func(s *corev1.Service) {
+		create(ctx, httpService(ns, "ports").Obj(), func(s *corev1.Service) {
 			s.Spec.Ports = nil
 			for i := range 100 {
 				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(1000 + i), TargetPort: intstr.FromInt32(int32(2000 + i))})
@@ -120,7 +118,7 @@ var _ = Describe("bad input", func() {
 	It("names and labels the slices of a 63-character Service with 63-character label values", func(ctx SpecContext) {
 		name := "l" + strings.Repeat("o", 61) + "g"
 		value := strings.Repeat("v", 63)
-		createService(ctx, ns, name, func(s *corev1.Service) {
+		create(ctx, httpService(ns, name).Obj(), func(s *corev1.Service) {
 			s.Labels = map[string]string{"fleetslice.io/" + strings.Repeat("k", 63): value}
 		})
 		createPods(ctx, ns, name, 19, 0, 7)

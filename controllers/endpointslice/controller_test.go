@@ -24,7 +24,7 @@ var _ = Describe("EndpointSlice controller", func() {
 
 	It("creates size-capped slices with labels, owner and trigger time", func(ctx SpecContext) {
 		createPods(ctx, ns, "web", 1, 0, 12)
-		svc := createService(ctx, ns, "web", func(s *corev1.Service) { s.Labels = map[string]string{"team": "blue"} })
+		svc := create(ctx, httpService(ns, "web").Label("team", "blue").Obj())
 		Eventually(func(g Gomega) {
 			slices := ourSlices(ctx, g, ns, "web")
 			g.Expect(addressesOf(slices)).To(Equal(podIPs(1, 0, 12)))
@@ -60,7 +60,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("keeps every endpoint exactly once while scaling up and down", func(ctx SpecContext) {
-		createService(ctx, ns, "scale")
+		create(ctx, httpService(ns, "scale").Obj())
 		createPods(ctx, ns, "scale", 2, 0, 7)
 		Eventually(func(g Gomega) {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "scale"))).To(Equal(podIPs(2, 0, 7)))
@@ -82,7 +82,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("converges a rolling update to a compact set of slices", func(ctx SpecContext) {
-		createService(ctx, ns, "roll")
+		create(ctx, httpService(ns, "roll").Obj())
 		createPods(ctx, ns, "roll", 3, 0, 15)
 		Eventually(func(g Gomega) {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "roll"))).To(HaveLen(15))
@@ -100,8 +100,8 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("reflects readiness, terminating Pods and publishNotReadyAddresses", func(ctx SpecContext) {
-		createService(ctx, ns, "ready")
-		createService(ctx, ns, "publish", func(s *corev1.Service) {
+		create(ctx, httpService(ns, "ready").Obj())
+		create(ctx, httpService(ns, "publish").Obj(), func(s *corev1.Service) {
 			s.Spec.Selector = map[string]string{"app": "ready"}
 			s.Spec.PublishNotReadyAddresses = true
 		})
@@ -141,7 +141,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("drops Pods in a terminal phase and handles an IP reused by a new Pod", func(ctx SpecContext) {
-		createService(ctx, ns, "reuse")
+		create(ctx, httpService(ns, "reuse").Obj())
 		createPods(ctx, ns, "reuse", 5, 0, 2)
 		Eventually(func(g Gomega) {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "reuse"))).To(HaveLen(2))
@@ -164,7 +164,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("writes one slice set per address family for dual-stack Services", func(ctx SpecContext) {
-		createService(ctx, ns, "dual", func(s *corev1.Service) {
+		create(ctx, httpService(ns, "dual").Obj(), func(s *corev1.Service) {
 			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
 		})
 		for i := range 3 {
@@ -182,7 +182,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("resolves named ports per Pod, one slice set per port list", func(ctx SpecContext) {
-		createService(ctx, ns, "named")
+		create(ctx, httpService(ns, "named").Obj())
 		createPod(ctx, ns, podSpec{name: "v1", node: "node-zone-a", ips: []string{"10.7.0.1"}, labels: map[string]string{"app": "named"}, ready: true,
 			ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}})
 		createPod(ctx, ns, podSpec{name: "v2", node: "node-zone-b", ips: []string{"10.7.0.2"}, labels: map[string]string{"app": "named"}, ready: true,
@@ -203,7 +203,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("labels headless Services and sets hostnames only with a matching subdomain", func(ctx SpecContext) {
-		createService(ctx, ns, "db", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
+		create(ctx, httpService(ns, "db").Headless().Obj())
 		createPod(ctx, ns, podSpec{name: "db-0", node: "node-zone-a", ips: []string{"10.8.0.1"}, labels: map[string]string{"app": "db"},
 			ready: true, hostname: "db-0", subdomain: "db"})
 		createPod(ctx, ns, podSpec{name: "db-1", node: "node-zone-a", ips: []string{"10.8.0.2"}, labels: map[string]string{"app": "db"},
@@ -223,8 +223,8 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("keeps one placeholder slice for a Service without endpoints and skips ExternalName", func(ctx SpecContext) {
-		createService(ctx, ns, "empty")
-		createService(ctx, ns, "external", func(s *corev1.Service) {
+		create(ctx, httpService(ns, "empty").Obj())
+		create(ctx, httpService(ns, "external").Obj(), func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeExternalName
 			s.Spec.ExternalName = "example.com"
 			s.Spec.Ports = nil
@@ -249,7 +249,7 @@ var _ = Describe("EndpointSlice controller", func() {
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
 		}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
-		createService(ctx, ns, "web")
+		create(ctx, httpService(ns, "web").Obj())
 		createPods(ctx, ns, "web", 9, 0, 3)
 		Eventually(func(g Gomega) {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "web"))).To(Equal(podIPs(9, 0, 3)))
@@ -263,7 +263,7 @@ var _ = Describe("EndpointSlice controller", func() {
 	})
 
 	It("does not recreate slices while the Service is being deleted", func(ctx SpecContext) {
-		svc := createService(ctx, ns, "bye", func(s *corev1.Service) { s.Finalizers = []string{"test.fleetslice.io/hold"} })
+		svc := create(ctx, httpService(ns, "bye").Obj(), func(s *corev1.Service) { s.Finalizers = []string{"test.fleetslice.io/hold"} })
 		createPods(ctx, ns, "bye", 10, 0, 2)
 		Eventually(func(g Gomega) { g.Expect(ourSlices(ctx, g, ns, "bye")).To(HaveLen(1)) }).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, svc)).To(Succeed())
@@ -297,7 +297,7 @@ var _ = Describe("EndpointSlice controller", func() {
 			})
 		}
 		Expect(k8sClient.Create(ctx, upstream)).To(Succeed())
-		createService(ctx, ns, "adopt")
+		create(ctx, httpService(ns, "adopt").Obj())
 		Eventually(func(g Gomega) {
 			all := &discoveryv1.EndpointSliceList{}
 			g.Expect(k8sClient.List(ctx, all, client.InNamespace(ns))).To(Succeed())

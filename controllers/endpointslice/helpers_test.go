@@ -9,12 +9,12 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 var zones = []string{"zone-a", "zone-b", "zone-c"}
@@ -35,10 +35,7 @@ func newNamespace(ctx context.Context) string {
 // ensureNodes creates one Node per zone (named node-<zone>) if missing.
 func ensureNodes(ctx context.Context) {
 	for _, z := range zones {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "node-" + z, Labels: map[string]string{corev1.LabelTopologyZone: z}},
-			Status:     corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
-		}
+		node := builders.MakeNode("node-" + z).Zone(z).CPU("4").Obj()
 		if err := k8sClient.Create(ctx, node); err != nil {
 			Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 		}
@@ -57,21 +54,15 @@ type podSpec struct {
 
 // createPod creates a Pod and gives it the status kwok or a kubelet would: Running, IPs, Ready.
 func createPod(ctx context.Context, ns string, p podSpec) *corev1.Pod {
+	pod := builders.MakePod(ns, p.name).Labels(p.labels).Node(p.node).Hostname(p.hostname).Subdomain(p.subdomain)
 	if p.ports == nil {
-		p.ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+		pod.ContainerPort("http", 8080)
+	} else {
+		pod.ContainerPorts(p.ports...)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: p.labels},
-		Spec: corev1.PodSpec{
-			NodeName:   p.node,
-			Hostname:   p.hostname,
-			Subdomain:  p.subdomain,
-			Containers: []corev1.Container{{Name: "c", Image: "example", Ports: p.ports}},
-		},
-	}
-	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-	setPodStatus(ctx, pod, p.ips, p.ready)
-	return pod
+	Expect(k8sClient.Create(ctx, pod.Obj())).To(Succeed())
+	setPodStatus(ctx, pod.Obj(), p.ips, p.ready)
+	return pod.Obj()
 }
 
 func setPodStatus(ctx context.Context, pod *corev1.Pod, ips []string, ready bool) {
@@ -119,19 +110,20 @@ func deletePod(ctx context.Context, ns, name string) {
 	Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 }
 
-func createService(ctx context.Context, ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": name},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
-		},
-	}
+// httpService is the Service every spec starts from: it selects app=<name> and sends port 80 to
+// the Pods' port named http (createPod's default).
+func httpService(ns, name string) *builders.ServiceWrapper {
+	return builders.MakeService(ns, name).Selector("app", name).Port("http", 80, intstr.FromString("http"))
+}
+
+// create creates obj, a builder's output, after applying mutate, and returns it as the API
+// server stored it.
+func create[T client.Object](ctx context.Context, obj T, mutate ...func(T)) T {
 	for _, m := range mutate {
-		m(svc)
+		m(obj)
 	}
-	Expect(k8sClient.Create(ctx, svc)).To(Succeed())
-	return svc
+	Expect(k8sClient.Create(ctx, obj)).To(Succeed())
+	return obj
 }
 
 // ourSlices lists the slices fleetslice manages for a Service.

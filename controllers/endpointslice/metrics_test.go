@@ -23,7 +23,7 @@ var _ = Describe("metrics", func() {
 			return v
 		}
 		before := creates(Default)
-		createService(ctx, ns, "metered")
+		create(ctx, httpService(ns, "metered").Obj())
 		createPods(ctx, ns, "metered", 30, 0, 7)
 		Eventually(func(g Gomega) {
 			g.Expect(addressesOf(ourSlices(ctx, g, ns, "metered"))).To(HaveLen(7))

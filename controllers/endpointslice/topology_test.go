@@ -79,9 +79,7 @@ var _ = Describe("topology hints", Ordered, func() {
 			setTopoNode(ctx, z, z, "4", true)
 		}
 		ns = newNamespace(ctx)
-		createService(ctx, ns, "api", func(s *corev1.Service) {
-			s.Annotations = map[string]string{endpointslice.AnnotationTopologyMode: "Auto"}
-		})
+		create(ctx, httpService(ns, "api").Annotation(endpointslice.AnnotationTopologyMode, "Auto").Obj())
 		for i := range 9 {
 			z := zones[i%3]
 			createPod(ctx, ns, podSpec{name: fmt.Sprintf("api-%d", i), node: topoNode(z), ips: []string{fmt.Sprintf("10.20.0.%d", i+1)},
@@ -152,7 +150,7 @@ var _ = Describe("topology hints", Ordered, func() {
 	})
 
 	It("gives own-zone and own-node hints for trafficDistribution PreferSameNode", func(ctx SpecContext) {
-		createService(ctx, ns, "near", func(s *corev1.Service) {
+		create(ctx, httpService(ns, "near").Obj(), func(s *corev1.Service) {
 			s.Spec.Selector = map[string]string{"app": "api"}
 			s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferSameNode)
 		})

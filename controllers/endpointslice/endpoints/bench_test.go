@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 // BenchmarkDesired computes the desired state of a Service with a named and
@@ -18,7 +20,7 @@ func BenchmarkDesired(b *testing.B) {
 	nodes := map[string]*corev1.Node{}
 	for i := range 30 {
 		name := fmt.Sprintf("node-%d", i)
-		nodes[name] = node(name, fmt.Sprintf("zone-%d", i%3))
+		nodes[name] = builders.MakeNode(name).Zone(fmt.Sprintf("zone-%d", i%3)).Obj()
 	}
 	pods := make([]*corev1.Pod, 10_000)
 	for i := range pods {

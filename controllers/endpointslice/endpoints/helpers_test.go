@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 const testNamespace = "shop"
@@ -98,19 +100,11 @@ func withContainerPort(p *corev1.Pod, name string, number int32) *corev1.Pod {
 	return p
 }
 
-func node(name, zone string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	if zone != "" {
-		n.Labels[corev1.LabelTopologyZone] = zone
-	}
-	return n
-}
-
 func defaultNodes() map[string]*corev1.Node {
 	return map[string]*corev1.Node{
-		"node-a": node("node-a", "zone-a"),
-		"node-b": node("node-b", "zone-b"),
-		"node-c": node("node-c", ""),
+		"node-a": builders.MakeNode("node-a").Zone("zone-a").Obj(),
+		"node-b": builders.MakeNode("node-b").Zone("zone-b").Obj(),
+		"node-c": builders.MakeNode("node-c").Obj(),
 	}
 }
 
