@@ -25,6 +25,7 @@ import (
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 	"github.com/fleetslice/fleetslice/pkg/clustersettest"
 )
@@ -56,7 +57,10 @@ func TestClusterAllocationEndToEnd(t *testing.T) {
 	// small runs 1 Pod, big 6: small's one endpoint cannot carry a third of the traffic
 	// within +25% of its fair share (7 endpoints: 1/7 each), so small must spill.
 	for _, m := range []*clustersettest.Member{big, small} {
-		createService(ctx, t, m, ns)
+		svc := builders.MakeService(ns, "web").Selector("app", "web").Port("http", 80, intstr.FromInt32(8080)).Obj()
+		if err := m.Client.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for i := range 6 {
 		createPod(ctx, t, big, ns, fmt.Sprintf("web-%d", i), clustersettest.DefaultZones[i%3])
@@ -143,20 +147,6 @@ func addNode(ctx context.Context, t *testing.T, m *clustersettest.Member, name, 
 	}
 }
 
-func createService(ctx context.Context, t *testing.T, m *clustersettest.Member, ns string) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": "web"},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	if err := m.Client.Create(ctx, svc); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func createPod(ctx context.Context, t *testing.T, m *clustersettest.Member, ns, name, zone string) {
 	t.Helper()
 	if _, err := m.CreatePod(ctx, ns, clustersettest.Pod{Name: name, Labels: map[string]string{"app": "web"}, Zone: zone}); err != nil {
@@ -166,8 +156,7 @@ func createPod(ctx context.Context, t *testing.T, m *clustersettest.Member, ns, 
 
 func exportPreferSameCluster(ctx context.Context, t *testing.T, m *clustersettest.Member, ns string) {
 	t.Helper()
-	e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web",
-		Annotations: map[string]string{v1alpha1.AnnotationTrafficDistribution: v1alpha1.PreferSameCluster}}}
+	e := builders.MakeServiceExport(ns, "web").Annotation(v1alpha1.AnnotationTrafficDistribution, v1alpha1.PreferSameCluster).Obj()
 	if err := m.Client.Create(ctx, e); err != nil {
 		t.Fatal(err)
 	}
