@@ -53,7 +53,7 @@ type bystander struct {
 // newBystander exports ns/name from a with two endpoints and waits until b and c serve it.
 func newBystander(ctx context.Context, ns, name string) *bystander {
 	GinkgoHelper()
-	createService(ctx, a, ns, name, nil)
+	create(ctx, a, httpService(ns, name).Obj())
 	createSlice(ctx, a, ns, name, name+"-a", "10.99.0.1", "10.99.0.2")
 	export(ctx, a, ns, name, nil)
 	by := &bystander{ns: ns, name: name, states: map[string]importState{}}

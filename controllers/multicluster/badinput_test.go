@@ -29,7 +29,7 @@ var _ = Describe("bad input", func() {
 	It("answers an export of a missing or ExternalName Service with Valid=False and an event, and follows the Service appearing and going", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
-		createService(ctx, a, ns, "ext", func(s *corev1.Service) {
+		create(ctx, a, httpService(ns, "ext").Obj(), func(s *corev1.Service) {
 			s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}
 		})
 		start := time.Now()
@@ -55,7 +55,7 @@ var _ = Describe("bad input", func() {
 
 		By("the missing Service appearing")
 		start = time.Now()
-		createService(ctx, a, ns, "ghost", nil)
+		create(ctx, a, httpService(ns, "ghost").Obj())
 		createSlice(ctx, a, ns, "ghost", "ghost-a", "10.98.0.1")
 		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
 		Eventually(importedAddresses).WithArguments(ctx, b, ns, "ghost").Should(Equal([]string{"10.98.0.1"}))
@@ -109,7 +109,7 @@ var _ = Describe("bad input", func() {
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
 		var slicePorts []discoveryv1.EndpointPort
-		createService(ctx, a, ns, "big", func(s *corev1.Service) {
+		create(ctx, a, httpService(ns, "big").Obj(), func(s *corev1.Service) {
 			s.Spec.Ports = nil
 			for i := range 100 {
 				name := fmt.Sprintf("p%d", i)
@@ -153,7 +153,7 @@ var _ = Describe("bad input", func() {
 		labelKey := "fleetslice.io/" + strings.Repeat("k", 63)
 		labelValue := strings.Repeat("v", 63)
 		longSlice := strings.Repeat(strings.Repeat("l", 62)+".", 5)[:253]
-		createService(ctx, a, ns, svc, nil)
+		create(ctx, a, httpService(ns, svc).Obj())
 		Expect(a.Client.Create(ctx, newSlice(a, ns, svc, longSlice, "10.97.0.1"))).To(Succeed())
 		Expect(a.Client.Create(ctx, newSlice(a, ns, svc, svc, "10.97.0.2"))).To(Succeed())
 		export(ctx, a, ns, svc, func(e *mcsv1beta1.ServiceExport) {
@@ -189,13 +189,13 @@ var _ = Describe("bad input", func() {
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
 		// The mcs-api CRD takes any map; a ServiceImport's metadata does not.
-		createService(ctx, a, ns, "web", nil)
+		create(ctx, a, httpService(ns, "web").Obj())
 		createSlice(ctx, a, ns, "web", "web-a", "10.94.1.1")
 		start := time.Now()
 		export(ctx, a, ns, "web", func(e *mcsv1beta1.ServiceExport) {
 			e.Spec.ExportedLabels = map[string]string{"tier": strings.Repeat("v", 64)}
 		})
-		createService(ctx, a, ns, "api", nil)
+		create(ctx, a, httpService(ns, "api").Obj())
 		export(ctx, a, ns, "api", func(e *mcsv1beta1.ServiceExport) {
 			e.Spec.ExportedAnnotations = map[string]string{"not a key": "x"}
 		})
@@ -208,7 +208,7 @@ var _ = Describe("bad input", func() {
 
 		By("a valid export of the same Service from another cluster is imported, the invalid one takes no part")
 		time.Sleep(1100 * time.Millisecond) // b's export is the newer: the invalid one would win every field
-		createService(ctx, b, ns, "web", nil)
+		create(ctx, b, httpService(ns, "web").Obj())
 		createSlice(ctx, b, ns, "web", "web-b", "10.94.2.1")
 		export(ctx, b, ns, "web", func(e *mcsv1beta1.ServiceExport) {
 			e.Spec.ExportedLabels = map[string]string{"tier": "front"}
@@ -241,7 +241,7 @@ var _ = Describe("bad input", func() {
 			return func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{p} }
 		}
 		udp53 := corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)}
-		createService(ctx, a, ns, "dns", withPort(udp53))
+		create(ctx, a, httpService(ns, "dns").Obj(), withPort(udp53))
 		createSlice(ctx, a, ns, "dns", "dns-a", "10.96.1.1")
 		export(ctx, a, ns, "dns", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "dns").Should(Equal([]string{"a"}))
@@ -250,7 +250,7 @@ var _ = Describe("bad input", func() {
 		By("the same name and number with another protocol")
 		tcp53 := udp53
 		tcp53.Protocol = corev1.ProtocolTCP
-		createService(ctx, b, ns, "dns", withPort(tcp53))
+		create(ctx, b, httpService(ns, "dns").Obj(), withPort(tcp53))
 		createSlice(ctx, b, ns, "dns", "dns-b", "10.96.2.1")
 		start := time.Now()
 		export(ctx, b, ns, "dns", nil)
@@ -265,7 +265,7 @@ var _ = Describe("bad input", func() {
 		time.Sleep(1100 * time.Millisecond)
 		domain := udp53
 		domain.Name = "domain"
-		createService(ctx, c, ns, "dns", withPort(domain))
+		create(ctx, c, httpService(ns, "dns").Obj(), withPort(domain))
 		createSlice(ctx, c, ns, "dns", "dns-c", "10.96.3.1")
 		export(ctx, c, ns, "dns", nil)
 		Eventually(conditionOf(ctx, c, ns, "dns", mcsv1beta1.ServiceExportConditionConflict)).Should(Equal("True/PortConflict"))
@@ -292,12 +292,12 @@ var _ = Describe("bad input", func() {
 		// ones made the derived Service's update fail, and the import stayed Ready=False.
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
-		createService(ctx, a, ns, "web", func(s *corev1.Service) { s.Spec.Ports[0].Name = "" })
+		create(ctx, a, httpService(ns, "web").Obj(), func(s *corev1.Service) { s.Spec.Ports[0].Name = "" })
 		createSlice(ctx, a, ns, "web", "web-a", "10.93.1.1")
 		export(ctx, a, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, c, ns, "web").Should(Equal([]string{"a"}))
 		time.Sleep(1100 * time.Millisecond)
-		createService(ctx, b, ns, "web", func(s *corev1.Service) {
+		create(ctx, b, httpService(ns, "web").Obj(), func(s *corev1.Service) {
 			s.Spec.Ports[0].Name = "http"
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9090, TargetPort: intstr.FromInt32(9090)})
 		})
@@ -324,12 +324,12 @@ var _ = Describe("bad input", func() {
 	It("keeps a Headless import Headless when a newer export is a ClusterSetIP one, with TypeConflict and every endpoint", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		by := newBystander(ctx, ns, "steady")
-		createService(ctx, a, ns, "db", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
+		create(ctx, a, httpService(ns, "db").Obj(), func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
 		createSlice(ctx, a, ns, "db", "db-a", "10.95.1.1")
 		export(ctx, a, ns, "db", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "db").Should(Equal([]string{"a"}))
 		time.Sleep(1100 * time.Millisecond)
-		createService(ctx, b, ns, "db", nil)
+		create(ctx, b, httpService(ns, "db").Obj())
 		createSlice(ctx, b, ns, "db", "db-b", "10.95.2.1")
 		start := time.Now()
 		export(ctx, b, ns, "db", nil)

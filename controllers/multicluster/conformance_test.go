@@ -21,9 +21,9 @@ const upstreamManagedBy = "endpointslice-controller.k8s.io"
 var _ = Describe("multi-cluster services conformance", func() {
 	It("keeps a ServiceImport while at least one cluster exports, with imported slices from each", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		createService(ctx, a, ns, "web", nil)
+		create(ctx, a, httpService(ns, "web").Obj())
 		createSlice(ctx, a, ns, "web", "web-a1", "10.1.0.1", "10.1.0.2")
-		createService(ctx, b, ns, "web", nil)
+		create(ctx, b, httpService(ns, "web").Obj())
 		createSlice(ctx, b, ns, "web", "web-b1", "10.2.0.1")
 
 		export(ctx, a, ns, "web", nil)
@@ -86,7 +86,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 	It("gives a ClusterIP Service a ClusterSetIP import that matches its properties, with one IP per family", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		svc := createService(ctx, a, ns, "api", func(s *corev1.Service) {
+		svc := create(ctx, a, httpService(ns, "api").Obj(), func(s *corev1.Service) {
 			s.Spec.Ports = []corev1.ServicePort{
 				{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP},
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, AppProtocol: ptr.To("dns")},
@@ -130,7 +130,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 	It("propagates only exportedLabels and exportedAnnotations, and flags conflicting ones", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		for _, m := range []*member{a, b} {
-			createService(ctx, m, ns, "web", func(s *corev1.Service) {
+			create(ctx, m, httpService(ns, "web").Obj(), func(s *corev1.Service) {
 				s.Annotations = map[string]string{"service-only": "yes"}
 			})
 		}
@@ -185,11 +185,11 @@ var _ = Describe("multi-cluster services conformance", func() {
 		http80 := mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}
 		sctp142 := mcsv1beta1.ServicePort{Name: "sctp", Protocol: corev1.ProtocolSCTP, Port: 142}
 
-		createService(ctx, a, ns, "web", nil)
+		create(ctx, a, httpService(ns, "web").Obj())
 		export(ctx, a, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "web").Should(Equal([]string{"a"}))
 		time.Sleep(1100 * time.Millisecond)
-		createService(ctx, b, ns, "web", func(s *corev1.Service) {
+		create(ctx, b, httpService(ns, "web").Obj(), func(s *corev1.Service) {
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "sctp", Port: 142, Protocol: corev1.ProtocolSCTP})
 		})
 		export(ctx, b, ns, "web", nil)
@@ -205,7 +205,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		Eventually(conditionOf(ctx, a, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).Should(Equal("False/NoConflicts"))
 
 		By("a port of the same name with another number")
-		createService(ctx, c, ns, "web", func(s *corev1.Service) { s.Spec.Ports[0].Port = 8080 })
+		create(ctx, c, httpService(ns, "web").Obj(), func(s *corev1.Service) { s.Spec.Ports[0].Port = 8080 })
 		export(ctx, c, ns, "web", nil)
 		for _, m := range []*member{a, c} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
@@ -218,7 +218,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 	It("gives a headless Service a Headless import without IPs or derived Service", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		createService(ctx, a, ns, "db", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
+		create(ctx, a, httpService(ns, "db").Obj(), func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
 		createSlice(ctx, a, ns, "db", "db-a1", "10.1.1.1")
 		export(ctx, a, ns, "db", nil)
 		for _, m := range members {
@@ -239,11 +239,11 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 	It("flags conflicting headlessness and keeps the oldest export's type", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		createService(ctx, a, ns, "web", nil)
+		create(ctx, a, httpService(ns, "web").Obj())
 		export(ctx, a, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "web").Should(Equal([]string{"a"}))
 		time.Sleep(1100 * time.Millisecond)
-		createService(ctx, b, ns, "web", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
+		create(ctx, b, httpService(ns, "web").Obj(), func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
 		export(ctx, b, ns, "web", nil)
 		for _, m := range []*member{a, b} {
 			Eventually(conditionOf(ctx, m, ns, "web", mcsv1beta1.ServiceExportConditionConflict)).
@@ -257,7 +257,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 	It("refuses to export an ExternalName Service or a missing one", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		createService(ctx, a, ns, "ext", func(s *corev1.Service) {
+		create(ctx, a, httpService(ns, "ext").Obj(), func(s *corev1.Service) {
 			s.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}
 		})
 		export(ctx, a, ns, "ext", nil)
@@ -271,7 +271,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 		}
 
 		By("exporting once the missing Service appears, and withdrawing when it goes")
-		createService(ctx, a, ns, "ghost", nil)
+		create(ctx, a, httpService(ns, "ghost").Obj())
 		Eventually(conditionOf(ctx, a, ns, "ghost", mcsv1beta1.ServiceExportConditionValid)).Should(Equal("True/Valid"))
 		Eventually(importClusters).WithArguments(ctx, b, ns, "ghost").Should(Equal([]string{"a"}))
 		Expect(a.Client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"}})).To(Succeed())
@@ -281,7 +281,7 @@ var _ = Describe("multi-cluster services conformance", func() {
 
 	It("imports only where the namespace exists, and never creates it", func(ctx SpecContext) {
 		ns := newNamespace(ctx, a, b)
-		createService(ctx, a, ns, "web", nil)
+		create(ctx, a, httpService(ns, "web").Obj())
 		export(ctx, a, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, b, ns, "web").Should(Equal([]string{"a"}))
 		Consistently(func() error {

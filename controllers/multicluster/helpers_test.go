@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 // newNamespace creates one namespace of the same (random) name in each given member, or in
@@ -35,20 +36,20 @@ func newNamespace(ctx context.Context, in ...*member) string {
 	return name
 }
 
-// createService creates a ClusterIP Service with one TCP port 80 named http, changed by mutate.
-func createService(ctx context.Context, m *member, ns, name string, mutate func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": name},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
-		},
+// httpService is the Service the specs export: selected and labelled app=<name>, one TCP port
+// 80 named http to 8080.
+func httpService(ns, name string) *builders.ServiceWrapper {
+	return builders.MakeService(ns, name).Label("app", name).Selector("app", name).Port("http", 80, intstr.FromInt32(8080))
+}
+
+// create creates obj, a builder's output, in m after applying mutate, and returns it as m's API
+// server stored it.
+func create[T client.Object](ctx context.Context, m *member, obj T, mutate ...func(T)) T {
+	for _, f := range mutate {
+		f(obj)
 	}
-	if mutate != nil {
-		mutate(svc)
-	}
-	Expect(m.Client.Create(ctx, svc)).To(Succeed())
-	return svc
+	Expect(m.Client.Create(ctx, obj)).To(Succeed())
+	return obj
 }
 
 // createSlice stands in for the member's EndpointSlice controller (envtest runs none).

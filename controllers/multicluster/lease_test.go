@@ -16,7 +16,7 @@ import (
 // exportEverywhere exports ns/web from every member, each with one endpoint 10.<i>.0.1.
 func exportEverywhere(ctx SpecContext, ns string) {
 	for i, m := range members {
-		createService(ctx, m, ns, "web", nil)
+		create(ctx, m, httpService(ns, "web").Obj())
 		createSlice(ctx, m, ns, "web", "web-"+m.Name, fmt.Sprintf("10.%d.0.1", i+1))
 		export(ctx, m, ns, "web", nil)
 	}

@@ -46,7 +46,7 @@ var _ = Describe("a cluster id of the greatest length", Ordered, func() {
 		for _, m := range set.Members {
 			Expect(m.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 		}
-		createService(ctx, long, ns, "web", nil)
+		create(ctx, long, httpService(ns, "web").Obj())
 		createSlice(ctx, long, ns, "web", "web-long", "10.92.1.1")
 		export(ctx, long, ns, "web", nil)
 		Eventually(importClusters).WithArguments(ctx, short, ns, "web").Should(Equal([]string{longID}))
@@ -63,7 +63,7 @@ var _ = Describe("a cluster id of the greatest length", Ordered, func() {
 
 		By("the other member exporting too, with a conflict to report on both")
 		time.Sleep(1100 * time.Millisecond)
-		createService(ctx, short, ns, "web", func(s *corev1.Service) { s.Spec.Ports[0].Port = 8080 })
+		create(ctx, short, httpService(ns, "web").Obj(), func(s *corev1.Service) { s.Spec.Ports[0].Port = 8080 })
 		createSlice(ctx, short, ns, "web", "web-short", "10.92.2.1")
 		export(ctx, short, ns, "web", nil)
 		for _, m := range set.Members {

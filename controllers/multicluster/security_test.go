@@ -20,7 +20,7 @@ import (
 var _ = Describe("broker isolation", func() {
 	It("refuses a member's writes to another member's records, slice copies and Lease", func(ctx SpecContext) {
 		ns := newNamespace(ctx, b)
-		createService(ctx, b, ns, "web", nil)
+		create(ctx, b, httpService(ns, "web").Obj())
 		createSlice(ctx, b, ns, "web", "web-b", "10.2.0.1")
 		export(ctx, b, ns, "web", nil)
 		recordKey := client.ObjectKey{Namespace: brokerNamespace, Name: names.RecordName("b", ns, "web")}

@@ -7,31 +7,21 @@ import (
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
-
-func importedSlice(ns, name, cluster, managedBy string) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: managedBy}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
-}
 
 func TestWithdrawRemovesOnlyTheLostClustersImportedSlices(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
-		importedSlice("a", "lost-1", "lost", sliceplan.ManagedBy),
-		importedSlice("b", "lost-2", "lost", sliceplan.ManagedBy),
-		importedSlice("a", "live-1", "live", sliceplan.ManagedBy),
-		importedSlice("a", "foreign", "lost", "someone-else"),
+		builders.MakeImportedSlice("a", "lost-1", "", "lost").Obj(),
+		builders.MakeImportedSlice("b", "lost-2", "", "lost").Obj(),
+		builders.MakeImportedSlice("a", "live-1", "", "live").Obj(),
+		builders.MakeImportedSlice("a", "foreign", "", "lost").ManagedBy("someone-else").Obj(),
 	).Build()
 	if err := (withdrawer{reader: c, writer: c}).withdraw(context.Background(), "lost"); err != nil {
 		t.Fatal(err)
@@ -55,7 +45,7 @@ func TestWithdrawRemovesOnlyTheLostClustersImportedSlices(t *testing.T) {
 func TestWithdrawDeletesOnlyTheSlicesTheCacheSaw(t *testing.T) {
 	var slices []client.Object
 	for i := range 40 {
-		s := importedSlice("a", fmt.Sprintf("lost-%d", i), "lost", sliceplan.ManagedBy)
+		s := builders.MakeImportedSlice("a", fmt.Sprintf("lost-%d", i), "", "lost").Obj()
 		s.UID = types.UID(fmt.Sprintf("uid-%d", i))
 		slices = append(slices, s)
 	}

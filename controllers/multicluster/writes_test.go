@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
@@ -58,8 +59,8 @@ func writeLog(refuse string, existing ...client.Object) (client.Client, *[]strin
 // A compaction in the source cluster replaces two slices by one: the import must create the
 // new imported slice before deleting the old ones, and count each write once, as it ended.
 func TestImportedSlicesAreCreatedBeforeDeletesAndCountedOnce(t *testing.T) {
-	old := []discoveryv1.EndpointSlice{*importedSlice("shop", "old-1", "east", sliceplan.ManagedBy), *importedSlice("shop", "old-2", "east", sliceplan.ManagedBy)}
-	compacted := importedSlice("shop", "compacted", "east", sliceplan.ManagedBy)
+	old := []discoveryv1.EndpointSlice{*builders.MakeImportedSlice("shop", "old-1", "", "east").Obj(), *builders.MakeImportedSlice("shop", "old-2", "", "east").Obj()}
+	compacted := builders.MakeImportedSlice("shop", "compacted", "", "east").Obj()
 	local, calls := writeLog("", &old[0], &old[1])
 	w := importWriter{c: local}
 
@@ -91,13 +92,13 @@ func TestImportedSlicesAreCreatedBeforeDeletesAndCountedOnce(t *testing.T) {
 // A refused create leaves the old slices in place and is counted as a failed write, not as an
 // imported-slice change.
 func TestRefusedImportedCreateKeepsTheOldSlices(t *testing.T) {
-	old := []discoveryv1.EndpointSlice{*importedSlice("shop", "old-1", "east", sliceplan.ManagedBy)}
+	old := []discoveryv1.EndpointSlice{*builders.MakeImportedSlice("shop", "old-1", "", "east").Obj()}
 	local, calls := writeLog("replacement", &old[0])
 	w := importWriter{c: local}
 
 	created := counterValue(t, importedEndpointSlices.WithLabelValues("create"))
 	failed := counterValue(t, localWrites.WithLabelValues("endpointslice", "create", "error"))
-	err := w.writeSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{importedSlice("shop", "replacement", "east", sliceplan.ManagedBy)}, old))
+	err := w.writeSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{builders.MakeImportedSlice("shop", "replacement", "", "east").Obj()}, old))
 	if !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("error %v, want the refused create", err)
 	}
@@ -114,10 +115,10 @@ func TestRefusedImportedCreateKeepsTheOldSlices(t *testing.T) {
 
 // The export publishes broker copies the same way: new copies before old ones go.
 func TestBrokerCopiesAreCreatedBeforeDeletes(t *testing.T) {
-	old := []discoveryv1.EndpointSlice{*importedSlice("broker", "east.shop.old", "east", sliceplan.ManagedBy)}
+	old := []discoveryv1.EndpointSlice{*builders.MakeImportedSlice("broker", "east.shop.old", "", "east").Obj()}
 	broker, calls := writeLog("", &old[0])
 	r := &exportReconciler{broker: broker}
-	if err := r.applyBrokerSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{importedSlice("broker", "east.shop.new", "east", sliceplan.ManagedBy)}, old)); err != nil {
+	if err := r.applyBrokerSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{builders.MakeImportedSlice("broker", "east.shop.new", "", "east").Obj()}, old)); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"create east.shop.new", "delete east.shop.old"}; !slices.Equal(*calls, want) {
