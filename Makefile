@@ -80,8 +80,12 @@ bench: build k8s-binaries kube-proxy ## Run every part of `fleetslice bench` bes
 ##@ Build
 
 .PHONY: build
-build: fmt vet ## Build the manager, agent, fleetslice CLI and fleetslice-dns into bin/.
+build: fmt vet ## Build the manager, agent, fleetslice-dns, the development CLI fleetslice and the kubectl plugin kubectl-fleetslice into bin/.
 	go build -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: plugin
+plugin: ## Build only the kubectl plugin (kubectl fleetslice: join, leave, status, explain) into bin/.
+	go build -o $(LOCALBIN)/ ./cmd/kubectl-fleetslice
 
 .PHONY: dns
 dns: ## Build only fleetslice-dns (CoreDNS with the clusterset plugin) into bin/.

@@ -1,5 +1,5 @@
 // Package join adds a member cluster with fleetslice installed to a ClusterSet's broker, and takes
-// it out again: the CLI's `fleetslice join` and `fleetslice leave`.
+// it out again: the plugin's `kubectl fleetslice join` and `kubectl fleetslice leave`.
 //
 // Join writes, in order: the member's identity in the broker (ServiceAccount and RoleBinding from
 // the provisioning package, marked with the member's cluster UID), a kubeconfig with a token of
@@ -242,7 +242,7 @@ func checkBroker(ctx context.Context, c client.Client, o Options, uid string) er
 }
 
 func heldByAnother(id, owner, uid string) error {
-	return fmt.Errorf("cluster id %q is already used by another member of the ClusterSet (kube-system UID %q, this cluster's is %s); choose another id, or run fleetslice leave for that cluster first",
+	return fmt.Errorf("cluster id %q is already used by another member of the ClusterSet (kube-system UID %q, this cluster's is %s); choose another id, or run kubectl fleetslice leave for that cluster first",
 		id, owner, uid)
 }
 

@@ -35,7 +35,7 @@ func Renew(ctx context.Context, o Options) (Result, error) {
 	}
 	switch {
 	case id == "":
-		return Result{}, fmt.Errorf("the member has not joined a ClusterSet (no ClusterProperty %s): run fleetslice join with --cluster-id", clusterid.PropertyName)
+		return Result{}, fmt.Errorf("the member has not joined a ClusterSet (no ClusterProperty %s): run kubectl fleetslice join with --cluster-id", clusterid.PropertyName)
 	case o.ClusterID != "" && o.ClusterID != id:
 		return Result{}, fmt.Errorf("the member's cluster id is %q, not %q; renew keeps the id (leave and join to change it)", id, o.ClusterID)
 	}
@@ -50,13 +50,13 @@ func Renew(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	if kubeconfig == nil {
-		return Result{}, fmt.Errorf("the member has no Secret %s/%s with its broker kubeconfig: run fleetslice join with --cluster-id %s", o.MemberNamespace, SecretName, id)
+		return Result{}, fmt.Errorf("the member has no Secret %s/%s with its broker kubeconfig: run kubectl fleetslice join with --cluster-id %s", o.MemberNamespace, SecretName, id)
 	}
 	if o.BrokerServer == "" {
 		// The address the manager reaches the broker at may differ from the admin's.
 		server, _, ok := brokerOf(kubeconfig)
 		if !ok {
-			return Result{}, fmt.Errorf("the member's Secret %s/%s holds no readable kubeconfig: run fleetslice join with --cluster-id %s", o.MemberNamespace, SecretName, id)
+			return Result{}, fmt.Errorf("the member's Secret %s/%s holds no readable kubeconfig: run kubectl fleetslice join with --cluster-id %s", o.MemberNamespace, SecretName, id)
 		}
 		o.BrokerServer = server
 	}
