@@ -1,6 +1,8 @@
 // Package importplan decides, without client calls, what a member materialises for one
-// ServiceImport: its spec and status, and for a ClusterSetIP import the derived ClusterIP
-// Service whose cluster IPs become the ServiceImport's spec.ips.
+// ServiceImport: Plan turns what one sync read into every write it makes (the ServiceImport, the
+// derived ClusterIP Service of a ClusterSetIP import with its cross-cluster allocation, the
+// imported slices), and ImportSpec and ImportStatus decide the last two writes from the derived
+// Service's cluster IPs, which become the ServiceImport's spec.ips.
 package importplan
 
 import (
