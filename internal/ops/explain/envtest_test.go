@@ -41,26 +41,10 @@ func TestExplainLiveService(t *testing.T) {
 	// zone-a has 8 of 12 CPU and a third of the endpoints: with own-zone hints its endpoints
 	// would carry twice their fair share, so the allocator must hint 5 endpoints for it.
 	nodes, pods := threeZones([3]string{"8", "2", "2"}, 3)
-	for _, n := range nodes {
-		status := n.Status
-		mustCreate(ctx, t, c, n)
-		n.Status = status
-		if err := c.Status().Update(ctx, n); err != nil {
-			t.Fatal(err)
-		}
-	}
 	svc := testService(map[string]string{endpointslice.AnnotationTopologyMode: "Auto"})
 	svc.Spec.ClusterIP = "" // the API server allocates one from its own range
 	mustCreate(ctx, t, c, svc)
-	for _, p := range pods {
-		status := p.Status
-		p.Spec.Containers = []corev1.Container{{Name: "web", Image: "web"}}
-		mustCreate(ctx, t, c, p)
-		p.Status = status
-		if err := c.Status().Update(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createWithStatus(ctx, t, c, nodes, pods)
 	for _, s := range layout(svc, pods, nodes, 100, ownZone) {
 		mustCreate(ctx, t, c, s)
 	}
@@ -142,6 +126,36 @@ func startControlPlane(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// createWithStatus creates the Nodes and Pods and then writes their status, which a create
+// drops; the Pods' UIDs are the server's afterwards, so slices laid out from them match.
+func createWithStatus(ctx context.Context, t *testing.T, c client.Client, nodes []*corev1.Node, pods []*corev1.Pod) {
+	t.Helper()
+	objs := make([]client.Object, 0, len(nodes)+len(pods))
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	for _, p := range pods {
+		p.Spec.Containers = []corev1.Container{{Name: "web", Image: "web"}}
+		objs = append(objs, p)
+	}
+	for _, o := range objs {
+		withStatus := o.DeepCopyObject().(client.Object)
+		mustCreate(ctx, t, c, o)
+		withStatus.SetResourceVersion(o.GetResourceVersion())
+		withStatus.SetUID(o.GetUID())
+		if err := c.Status().Update(ctx, withStatus); err != nil {
+			t.Fatal(err)
+		}
+		// Keep the caller's object as the server has it now.
+		switch obj := o.(type) {
+		case *corev1.Node:
+			*obj = *withStatus.(*corev1.Node)
+		case *corev1.Pod:
+			*obj = *withStatus.(*corev1.Pod)
+		}
+	}
 }
 
 func mustCreate(ctx context.Context, t *testing.T, c client.Client, obj client.Object) {
