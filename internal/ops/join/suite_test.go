@@ -33,7 +33,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	brokerEnv, err = testenv.Start("broker")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(brokerEnv.Stop)
-	manifest, err := os.ReadFile(filepath.Join("..", "..", "dist", "broker.yaml"))
+	manifest, err := os.ReadFile(filepath.Join("..", "..", "..", "dist", "broker.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	objs, err := installer.Decode(manifest)
 	Expect(err).NotTo(HaveOccurred())
