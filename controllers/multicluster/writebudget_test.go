@@ -147,6 +147,40 @@ func TestImportWritesStayWithinTheBudget(t *testing.T) {
 			}
 		}
 	}
+	restartWritesNothing(ctx, t, cs)
+}
+
+// restartWritesNothing restarts every member's controllers on the converged ClusterSet, as an
+// upgrade does, and holds them to no write at all (Lease renewals aside): a restart finds every
+// object as it wants it, and a write here would be paid for every import of every member.
+func restartWritesNothing(ctx context.Context, t *testing.T, cs *clustersettest.ClusterSet) {
+	t.Helper()
+	before := make([]apimetrics.Writes, len(cs.Members))
+	for i, m := range cs.Members {
+		if err := m.StopControllers(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if before[i], err = settledWrites(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range cs.Members {
+		if err := m.StartControllers(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Give the new managers' first reconciles of every import and export time to run.
+	time.Sleep(3 * time.Second)
+	for i, m := range cs.Members {
+		after, err := settledWrites(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if writes := after.Sub(before[i]).Without("leases"); writes.Total() > 0 {
+			t.Errorf("%s: a restart on a converged ClusterSet wrote %v", m.Name, writes.Served)
+		}
+	}
 }
 
 // ourEvents counts the events fleetslice's controllers recorded in the namespace; each is named
