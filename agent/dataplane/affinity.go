@@ -1,11 +1,11 @@
 package dataplane
 
 import (
+	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
-	"sigs.k8s.io/knftables"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // A port with ClientIP affinity picks a new client's endpoint through the shared pick chains, as
@@ -45,9 +45,9 @@ import (
 type affinityMap struct {
 	addr, port string // the maps: client -> endpoint address, client -> endpoint port
 	proto      Protocol
-	// endpoints are the values the maps may hold together, as "address . port": clients
-	// recorded with any other are forgotten.
-	endpoints []string
+	// endpoints are the values the maps may hold together: clients recorded with any other
+	// are forgotten.
+	endpoints []netip.AddrPort
 }
 
 // ownChains names the chains a port with ClientIP affinity leads its cluster IPs and NodePort
@@ -56,17 +56,17 @@ type ownChains struct{ cluster, external string }
 
 // renderAffinityChains adds a port's own chains and client maps (see above); renderPort leads
 // the port's traffic to them.
-func renderAffinityChains(out *serviceObjects, svc *Service, p Port, fam family) ownChains {
+func renderAffinityChains(out *serviceObjects, svc *Service, p Port, _ family) ownChains {
 	var own ownChains
 	clients := affinityMap{addr: affinityMapName(svc, p, false), port: affinityPortMapName(svc, p, false),
 		proto: p.Protocol, endpoints: endpointValues(p.Endpoints)}
 	if len(p.Endpoints) > 0 {
 		own.cluster = serviceChainName(svc, p)
 		out.affinity = append(out.affinity, clients)
-		out.chains = append(out.chains, chainContent{own.cluster, []string{
-			"jump " + chainClusterMasq,
-			knownClientRule(clients, fam),
-			"goto " + out.pick(pickCluster, p, p.Endpoints, fam),
+		out.chains = append(out.chains, chainContent{own.cluster, [][]ruleset.Stmt{
+			stmts(jump(chainClusterMasq)),
+			knownClientRule(clients),
+			stmts(goTo(out.pick(pickCluster, p, p.Endpoints))),
 		}})
 	}
 	kind, external := externalPick(p)
@@ -78,57 +78,69 @@ func renderAffinityChains(out *serviceObjects, svc *Service, p Port, fam family)
 		local := affinityMap{addr: affinityMapName(svc, p, true), port: affinityPortMapName(svc, p, true),
 			proto: p.Protocol, endpoints: endpointValues(external)}
 		out.affinity = append(out.affinity, local)
-		ext.rules = []string{knownClientRule(local, fam)}
+		ext.rules = [][]ruleset.Stmt{knownClientRule(local)}
 	} else { // external are the cluster's endpoints: their maps exist already
-		ext.rules = []string{"jump " + chainMarkMasquerade, knownClientRule(clients, fam)}
+		ext.rules = [][]ruleset.Stmt{stmts(jump(chainMarkMasquerade)), knownClientRule(clients)}
 	}
-	ext.rules = append(ext.rules, "goto "+out.pick(kind, p, external, fam))
+	ext.rules = append(ext.rules, stmts(goTo(out.pick(kind, p, external))))
 	out.chains = append(out.chains, ext)
 	own.external = ext.name
 	return own
 }
 
 // knownClientRule sends a client the maps know to its endpoint; an unknown one falls through.
-func knownClientRule(m affinityMap, fam family) string {
-	return "meta l4proto " + string(m.proto) + " dnat " + fam.selector + " to " + fam.selector + " saddr map @" + m.addr +
-		" : " + fam.selector + " saddr map @" + m.port
+func knownClientRule(m affinityMap) []ruleset.Stmt {
+	return stmts(protoIs(m.proto), &ruleset.DNATClient{AddrMap: m.addr, PortMap: m.port})
 }
 
 // recordRule remembers a new connection's client and the endpoint NAT gave it, and restarts the
 // entries' timeout when the client was known.
-func recordRule(m affinityMap, fam family) string {
-	client := fam.selector + " saddr : "
-	return "meta l4proto " + string(m.proto) + " update @" + m.addr + " { " + client + fam.selector + " daddr }" +
-		" update @" + m.port + " { " + client + string(m.proto) + " dport }"
+func recordRule(m affinityMap) []ruleset.Stmt {
+	client := ruleset.Field{Kind: ruleset.SAddr}
+	return stmts(protoIs(m.proto),
+		&ruleset.Update{Set: m.addr, Key: client, Data: ruleset.Field{Kind: ruleset.DAddr}},
+		&ruleset.Update{Set: m.port, Key: client, Data: ruleset.Field{Kind: ruleset.Dport, Proto: rsProto(m.proto)}})
 }
 
 // writeAffinityMaps declares a port's two client maps.
 func writeAffinityMaps(tx *txn, m affinityMap, timeout time.Duration, fam family) {
+	for _, decl := range affinityMapDecls(m, timeout, fam) {
+		tx.Add(decl)
+	}
+}
+
+// affinityMapDecls are a port's two client maps: client -> endpoint address, client -> port.
+func affinityMapDecls(m affinityMap, timeout time.Duration, fam family) []*ruleset.Set {
 	// The kernel marks maps updated from the packet path as dynamic; declaring it up front
 	// keeps later adds of the same map valid. The size bounds the clients of one port (a
 	// kube-proxy set holds 65,535 per endpoint).
-	size := uint64(affinityMapSize)
-	flags := []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}
-	tx.Add(&knftables.Map{Name: m.addr, Type: fam.addrType + " : " + fam.addrType, Timeout: &timeout, Size: &size, Flags: flags})
-	tx.Add(&knftables.Map{Name: m.port, Type: fam.addrType + " : inet_service", Timeout: &timeout, Size: &size, Flags: flags})
+	flags := []ruleset.SetFlag{ruleset.Dynamic, ruleset.HasTimeout}
+	key := []ruleset.Type{fam.addr}
+	return []*ruleset.Set{
+		{Name: m.addr, Key: key, Data: []ruleset.Type{fam.addr}, Timeout: timeout, Size: affinityMapSize, Flags: flags},
+		{Name: m.port, Key: key, Data: []ruleset.Type{ruleset.InetService}, Timeout: timeout, Size: affinityMapSize, Flags: flags},
+	}
 }
 
 const affinityMapSize = 1 << 20
 
-// endpointValues spells endpoints as an affinity map pair's values.
-func endpointValues(eps []Endpoint) []string {
-	out := make([]string, len(eps))
+// endpointValues lists endpoints as an affinity map pair's values.
+func endpointValues(eps []Endpoint) []netip.AddrPort {
+	out := make([]netip.AddrPort, len(eps))
 	for i, ep := range eps {
-		out[i] = ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
+		out[i] = ep.Addr
 	}
 	return out
 }
 
-// recordKey is an endpoint as affinity-endpoints keys it: address, protocol, port.
-func recordKey(m affinityMap, endpoint string) []string {
-	addr, port, _ := strings.Cut(endpoint, " . ")
-	return []string{addr, string(m.proto), port}
+// recordKey is an endpoint as affinity-endpoints keys it (address, protocol, port), and the
+// key spelled as nft would, which orders the map's elements in a transaction.
+func recordKey(m affinityMap, endpoint netip.AddrPort) (string, []ruleset.Value) {
+	id := endpoint.Addr().String() + " . " + string(m.proto) + " . " + itoa(int(endpoint.Port()))
+	return id, []ruleset.Value{ruleset.Addr(endpoint.Addr()), ruleset.Proto(rsProto(m.proto)), ruleset.Port(endpoint.Port())}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // recordings tracks, across Services, which affinity maps record each endpoint's clients: the
 // element of affinity-endpoints for an endpoint leads to the chain of exactly those maps.
@@ -143,8 +155,16 @@ func newRecordings() recordings {
 
 // recordChange is what a sync does to one endpoint's element of affinity-endpoints.
 type recordChange struct {
-	key      []string
+	key      []ruleset.Value
 	was, now *chainContent // nil: no element before / after
+}
+
+func (rc recordChange) element() *ruleset.Element {
+	el := &ruleset.Element{Set: mapAffinityEndpoints, Map: true, Key: rc.key}
+	if rc.now != nil {
+		el.Verdict = &ruleset.Verdict{Kind: ruleset.Goto, Chain: rc.now.name}
+	}
+	return el
 }
 
 // recordPlan is a sync's edit of recordings, applied once the kernel took the transaction.
@@ -157,13 +177,12 @@ type recordPlan struct {
 
 // plan works out what taking the maps gone away and adding the maps come does to the endpoints
 // they hold, at a cost that follows them, not the table.
-func (r *recordings) plan(gone, come []affinityMap, fam family) recordPlan {
+func (r *recordings) plan(gone, come []affinityMap) recordPlan {
 	p := recordPlan{endpoints: map[string]map[string]affinityMap{}, refs: map[string]int{}, chains: map[string]chainContent{}}
-	keys := map[string][]string{}
+	keys := map[string][]ruleset.Value{}
 	edit := func(m affinityMap, add bool) {
 		for _, ep := range m.endpoints {
-			key := recordKey(m, ep)
-			id := strings.Join(key, " . ")
+			id, key := recordKey(m, ep)
 			maps, ok := p.endpoints[id]
 			if !ok {
 				maps = make(map[string]affinityMap, len(r.byEndpoint[id])+1)
@@ -186,7 +205,7 @@ func (r *recordings) plan(gone, come []affinityMap, fam family) recordPlan {
 		edit(m, true)
 	}
 	for _, id := range sortedKeys(keys) {
-		was, now := chainOf(r.byEndpoint[id], fam), chainOf(p.endpoints[id], fam)
+		was, now := chainOf(r.byEndpoint[id]), chainOf(p.endpoints[id])
 		if was != nil && now != nil && was.name == now.name { // the name says which maps, so the rules
 			continue
 		}
@@ -238,14 +257,14 @@ func (r *recordings) apply(p recordPlan) {
 
 // chainOf is the record chain of an endpoint recording in maps (by address map), nil for none:
 // a rule per map, in the order of the names.
-func chainOf(maps map[string]affinityMap, fam family) *chainContent {
+func chainOf(maps map[string]affinityMap) *chainContent {
 	if len(maps) == 0 {
 		return nil
 	}
 	names := sortedKeys(maps)
-	rules := make([]string, len(names))
+	rules := make([][]ruleset.Stmt, len(names))
 	for i, name := range names {
-		rules[i] = recordRule(maps[name], fam)
+		rules[i] = recordRule(maps[name])
 	}
 	return &chainContent{name: recordChainName(names), rules: rules}
 }

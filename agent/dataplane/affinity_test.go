@@ -64,8 +64,8 @@ func TestSharedEndpointsRecordInEveryPortsMaps(t *testing.T) {
 	step("affinity off", []Service{a, plain}, map[string]string{"10.244.0.1 . 80": "", "10.244.0.2 . 80": ""})
 	clock.Advance(time.Second)
 	mustSync(t, s, []Service{a, plain}, false)
-	if len(s.records.byEndpoint) != 0 || len(s.records.chainRefs) != 0 {
-		t.Errorf("recordings left: %+v", s.records)
+	if len(s.state.records.byEndpoint) != 0 || len(s.state.records.chainRefs) != 0 {
+		t.Errorf("recordings left: %+v", s.state.records)
 	}
 	for name := range fake.Table.Chains {
 		if slices.Contains([]string{shared, onlyA, onlyB}, name) {

@@ -22,11 +22,11 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 	if s.needFull || s.contended {
 		return Stats{}, ErrNeedsEverything
 	}
-	start := s.opts.Clock()
+	start := s.pl.opts.Clock()
 	var stats Stats
 	gone := map[string]bool{}
 	for _, key := range removed {
-		if s.written[key] != nil {
+		if s.state.written[key] != nil {
 			gone[key] = true
 		}
 	}
@@ -35,7 +35,7 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 	for i := range changed {
 		svc := &changed[i]
 		key := svc.Key()
-		norm, ok, err := normalize(*svc, s.fam)
+		norm, ok, err := normalize(*svc, s.pl.fam)
 		switch {
 		case err != nil:
 			stats.Rejected = append(stats.Rejected, Rejection{key, err.Error()})
@@ -44,13 +44,13 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 			continue
 		case ok:
 			byKey[key] = true
-			desired = append(desired, desiredService{key: key, raw: s.hasher.digest(svc), svc: norm,
+			desired = append(desired, desiredService{key: key, raw: s.scratch.hasher.digest(svc), svc: norm,
 				claims: claimsOf(&norm), fingerprint: fingerprint(&norm)})
 			delete(gone, key)
 			continue
 		}
 		// Invalid, or without an address of this family: it leaves the table, as with Sync.
-		if s.written[key] != nil && !byKey[key] {
+		if s.state.written[key] != nil && !byKey[key] {
 			gone[key] = true
 		}
 	}
@@ -58,14 +58,14 @@ func (s *Syncer) SyncChanges(ctx context.Context, changed []Service, removed []s
 		return Stats{}, ErrNeedsEverything
 	}
 
-	tx := &txn{}
-	commit, err := s.planIncremental(ctx, tx, desired, sortedKeys(gone), start, &stats)
+	p, err := s.planChanges(ctx, desired, sortedKeys(gone), start)
 	if err != nil {
 		s.needFull = true
+		stats.Changed, stats.Removed = p.changed, p.removed
 		return stats, err
 	}
-	err = s.apply(ctx, tx, commit, start, &stats)
-	stats.Services = len(s.written)
+	err = s.apply(ctx, p, start, &stats)
+	stats.Services = len(s.state.written)
 	return stats, err
 }
 
@@ -76,5 +76,5 @@ func (s *Syncer) contends(desired []desiredService, gone map[string]bool) bool {
 	for i := range desired {
 		changing[desired[i].key] = true
 	}
-	return s.clash(desired, func(owner string) bool { return !gone[owner] && !changing[owner] })
+	return s.state.clash(desired, func(owner string) bool { return !gone[owner] && !changing[owner] })
 }

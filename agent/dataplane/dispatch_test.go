@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/nftext"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 func dispatchEndpoints(n int) []Endpoint {
@@ -38,7 +41,9 @@ func TestDispatchIsOneLookup(t *testing.T) {
 			if len(objs.picks) != 1 || objs.picks[0].name != pickChainName(pickCluster, TCP, n) {
 				t.Fatalf("n=%d: picks %+v", n, objs.picks)
 			}
-			rules = objs.picks[0].rules // the masquerade is cluster-dispatch's, before the pick
+			for _, r := range objs.picks[0].rules { // the masquerade is cluster-dispatch's, before the pick
+				rules = append(rules, nftext.Rule(ruleset.IPv4, r))
+			}
 			if len(rules) != 1 {
 				t.Fatalf("n=%d: %d rules, want 1", n, len(rules))
 			}
@@ -47,10 +52,14 @@ func TestDispatchIsOneLookup(t *testing.T) {
 				if len(objs.chains) != 1 || len(objs.affinity) != 1 {
 					t.Fatalf("affinity n=%d: chains %+v, affinity maps %+v", n, objs.chains, objs.affinity)
 				}
-				wantSvc := []string{"jump " + chainClusterMasq, knownClientRule(objs.affinity[0], ipv4),
+				wantSvc := []string{"jump " + chainClusterMasq, nftext.Rule(ruleset.IPv4, knownClientRule(objs.affinity[0])),
 					"goto " + pickChainName(pickCluster, TCP, n)}
-				if !slices.Equal(objs.chains[0].rules, wantSvc) {
-					t.Fatalf("affinity n=%d: service chain %q, want %q", n, objs.chains[0].rules, wantSvc)
+				var got []string
+				for _, r := range objs.chains[0].rules {
+					got = append(got, nftext.Rule(ruleset.IPv4, r))
+				}
+				if !slices.Equal(got, wantSvc) {
+					t.Fatalf("affinity n=%d: service chain %q, want %q", n, got, wantSvc)
 				}
 			} else if len(objs.chains) != 0 {
 				t.Fatalf("n=%d: chains %+v", n, objs.chains)
@@ -64,14 +73,15 @@ func TestDispatchIsOneLookup(t *testing.T) {
 				if e.mapName != mapName {
 					continue
 				}
-				if got := strings.Join(e.key, " . "); got != keyPrefix+fmt.Sprint(i) {
+				el := nftext.Object(ruleset.IPv4, e.element()).(*knftables.Element)
+				if got := strings.Join(el.Key, " . "); got != keyPrefix+fmt.Sprint(i) {
 					t.Fatalf("n=%d: element %d has key %q", n, i, got)
 				}
 				target := fmt.Sprintf("%s . 8080", p.Endpoints[i].Addr.Addr())
-				if e.value != target || seen[e.value] {
-					t.Fatalf("n=%d: element %d = %q, want %q once", n, i, e.value, target)
+				if el.Value[0] != target || seen[el.Value[0]] {
+					t.Fatalf("n=%d: element %d = %q, want %q once", n, i, el.Value, target)
 				}
-				seen[e.value] = true
+				seen[el.Value[0]] = true
 				i++
 			}
 			if i != n {
@@ -201,9 +211,9 @@ func TestEndpointChangeRewritesOneElement(t *testing.T) {
 }
 
 // recordingBackend keeps the operations of every transaction it is given, and accepts them.
-type recordingBackend struct{ ops []op }
+type recordingBackend struct{ ops []ruleset.Op }
 
-func (r *recordingBackend) apply(_ context.Context, ops []op) error {
+func (r *recordingBackend) apply(_ context.Context, ops []ruleset.Op) error {
 	r.ops = append(r.ops, ops...)
 	return nil
 }
@@ -242,16 +252,16 @@ func TestFullSyncWritesEveryChainFirst(t *testing.T) {
 	own[recordChainName(maps)] = true // the Services share their endpoints, so one record chain
 	lastChain, firstContent, chains := -1, -1, 0
 	for i, o := range back.ops {
-		switch obj := o.obj.(type) {
-		case *knftables.Chain:
+		switch obj := o.Obj.(type) {
+		case *ruleset.Chain:
 			if own[obj.Name] {
 				lastChain, chains = i, chains+1
 			}
-		case *knftables.Rule:
+		case *ruleset.Rule:
 			if own[obj.Chain] && firstContent < 0 {
 				firstContent = i
 			}
-		case *knftables.Map:
+		case *ruleset.Set:
 			if firstContent < 0 && (strings.HasPrefix(obj.Name, "aff-") || strings.HasPrefix(obj.Name, "affp-")) {
 				firstContent = i
 			}

@@ -3,12 +3,15 @@ package dataplane
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/nftables"
-	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // A port with ClientIP affinity remembers its clients in two maps filled by packets (see
@@ -16,16 +19,23 @@ import (
 // do with kube-proxy, whose per-endpoint sets go with the endpoint; here their entries are found
 // by reading the port's maps, and only those, and deleted in the sync's transaction.
 //
-// A connection set up between the read and the transaction can still record a client with the
-// endpoint that goes. Nothing can record it after the transaction, so the Syncer reads the map
-// once more a StaleChainDelay later (the sync that deletes stale chains; Stats.CleanupAt asks
-// for it), and deletes what it finds then.
+// The maps are read before the sync plans (readKernel), so that the plan is a function of what
+// the Syncer remembers and what was read. A connection set up between the read and the
+// transaction can still record a client with the endpoint that goes. Nothing can record it after
+// the transaction, so the Syncer reads the map once more a StaleChainDelay later (the sync that
+// deletes stale chains; Stats.CleanupAt asks for it), and deletes what it finds then.
 
-// clientEntry is one entry of an affinity map as nft spells it: a client address and its
-// endpoint's address or port.
+// clientEntry is one entry of an affinity map: a client address and its endpoint's address or
+// port.
 type clientEntry struct {
-	client string
-	value  string
+	client netip.Addr
+	value  ruleset.Value
+}
+
+// kernelView is what the kernel must tell an incremental plan, read before planning: the
+// entries of the affinity maps it forgets clients in, by map name.
+type kernelView struct {
+	clients map[string][]clientEntry
 }
 
 // forgetTarget is a pair of affinity maps to read, with the endpoints their entries may keep.
@@ -34,8 +44,24 @@ type forgetTarget struct {
 	maps    affinityMap
 }
 
+// readKernel reads what a plan of targets needs, in a stable order.
+func readKernel(ctx context.Context, back Backend, targets map[string]forgetTarget) (kernelView, error) {
+	view := kernelView{clients: map[string][]clientEntry{}}
+	for _, name := range sortedKeys(targets) {
+		m := targets[name].maps
+		for _, mapName := range []string{m.addr, m.port} {
+			entries, err := back.clients(ctx, mapName)
+			if err != nil {
+				return kernelView{}, fmt.Errorf("dataplane: reading affinity map %s: %w", mapName, err)
+			}
+			view.clients[mapName] = entries
+		}
+	}
+	return view, nil
+}
+
 // lostEndpoints reports whether was holds an endpoint that now lacks.
-func lostEndpoints(was, now []string) bool {
+func lostEndpoints(was, now []netip.AddrPort) bool {
 	for _, ep := range was {
 		if !slices.Contains(now, ep) {
 			return true
@@ -44,10 +70,10 @@ func lostEndpoints(was, now []string) bool {
 	return false
 }
 
-// forgetTargets lists the affinity maps this sync must read: those of changed Services that lost
-// an endpoint (fresh), and those read by an earlier sync whose second look is due. A second look
-// whose maps have gone meanwhile, clients and all, is settled.
-func (s *Syncer) forgetTargets(changes []change, now time.Time) (targets map[string]forgetTarget, fresh, settled []string) {
+// forgetTargets lists the affinity maps a sync of changes must read: those of changed Services
+// that lost an endpoint (fresh), and those read by an earlier sync whose second look is due. A
+// second look whose maps have gone meanwhile, clients and all, is settled.
+func forgetTargets(st *state, changes []change, now time.Time) (targets map[string]forgetTarget, fresh, settled []string) {
 	targets = map[string]forgetTarget{}
 	after := map[string]*serviceRecord{} // a changed Service's record after this sync, nil if removed
 	for _, c := range changes {
@@ -62,13 +88,13 @@ func (s *Syncer) forgetTargets(changes []change, now time.Time) (targets map[str
 			}
 		}
 	}
-	for name, f := range s.forgetDue {
+	for name, f := range st.forgetDue {
 		if _, have := targets[name]; have || now.Before(f.due) {
 			continue
 		}
 		rec, changed := after[f.service]
 		if !changed {
-			rec = s.written[f.service]
+			rec = st.written[f.service]
 		}
 		if m, ok := findAffinity(rec, name); ok {
 			targets[name] = forgetTarget{f.service, m}
@@ -92,58 +118,52 @@ func findAffinity(rec *serviceRecord, name string) (affinityMap, bool) {
 	return rec.affinity[i], true
 }
 
-// planForget reads each target pair of maps and deletes the clients whose endpoint the port no
-// longer has (or whose entries are half gone: one timed out before the other). Each entry is
-// added before it is deleted: it can time out between the read and the transaction, and deleting
-// a missing element would fail the whole transaction.
-func (s *Syncer) planForget(ctx context.Context, tx *txn, targets map[string]forgetTarget) error {
+// planForget deletes, of each target pair of maps as view has them, the clients whose endpoint
+// the port no longer has (or whose entries are half gone: one timed out before the other). Each
+// entry is added before it is deleted: it can time out between the read and the transaction,
+// and deleting a missing element would fail the whole transaction.
+func planForget(tx *txn, targets map[string]forgetTarget, view kernelView) {
 	for _, name := range sortedKeys(targets) {
 		m := targets[name].maps
-		addrs, err := s.back.clients(ctx, m.addr)
-		if err != nil {
-			return fmt.Errorf("dataplane: reading affinity map %s: %w", m.addr, err)
+		portOf := map[string]clientEntry{}
+		for _, e := range view.clients[m.port] {
+			portOf[e.client.String()] = e
 		}
-		ports, err := s.back.clients(ctx, m.port)
-		if err != nil {
-			return fmt.Errorf("dataplane: reading affinity map %s: %w", m.port, err)
+		forget := func(mapName string, e clientEntry) {
+			key := []ruleset.Value{ruleset.Addr(e.client)}
+			tx.Add(&ruleset.Element{Set: mapName, Map: true, Key: key, Value: []ruleset.Value{e.value}})
+			tx.Delete(&ruleset.Element{Set: mapName, Map: true, Key: key})
 		}
-		portOf := make(map[string]string, len(ports))
-		for _, e := range ports {
-			portOf[e.client] = e.value
-		}
-		forget := func(mapName, client, value string) {
-			tx.Add(&knftables.Element{Map: mapName, Key: []string{client}, Value: []string{value}})
-			tx.Delete(&knftables.Element{Map: mapName, Key: []string{client}})
-		}
-		for _, e := range addrs {
-			port, ok := portOf[e.client]
-			delete(portOf, e.client)
-			if ok && slices.Contains(m.endpoints, e.value+" . "+port) {
+		for _, e := range view.clients[m.addr] {
+			client := e.client.String()
+			port, ok := portOf[client]
+			delete(portOf, client)
+			if ok && slices.Contains(m.endpoints, netip.AddrPortFrom(e.value.Addr, uint16(port.value.Num))) {
 				continue
 			}
-			forget(m.addr, e.client, e.value)
+			forget(m.addr, e)
 			if ok {
-				forget(m.port, e.client, port)
+				forget(m.port, port)
 			}
 		}
 		for _, client := range sortedKeys(portOf) { // a port without its address: useless
-			forget(m.port, client, portOf[client])
+			forget(m.port, portOf[client])
 		}
 	}
-	return nil
 }
 
 // nextForgetDue is forgetDue after a sync that read targets, fresh among them for a lost
 // endpoint: those get their second look later; the others, and the settled, have had it.
-func (s *Syncer) nextForgetDue(targets map[string]forgetTarget, fresh, settled []string, now time.Time) map[string]forgetDue {
-	next := make(map[string]forgetDue, len(s.forgetDue)+len(fresh))
-	for name, f := range s.forgetDue {
+func nextForgetDue(st *state, targets map[string]forgetTarget, fresh, settled []string, now time.Time,
+	delay time.Duration) map[string]forgetDue {
+	next := make(map[string]forgetDue, len(st.forgetDue)+len(fresh))
+	for name, f := range st.forgetDue {
 		if _, read := targets[name]; !read && !slices.Contains(settled, name) {
 			next[name] = f
 		}
 	}
 	for _, name := range fresh {
-		next[name] = forgetDue{service: targets[name].service, due: now.Add(s.opts.StaleChainDelay)}
+		next[name] = forgetDue{service: targets[name].service, due: now.Add(delay)}
 	}
 	return next
 }
@@ -154,8 +174,8 @@ type forgetDue struct {
 	due     time.Time
 }
 
-func (s *Syncer) forgetIsDue(now time.Time) bool {
-	for _, f := range s.forgetDue {
+func forgetIsDue(st *state, now time.Time) bool {
+	for _, f := range st.forgetDue {
 		if !now.Before(f.due) {
 			return true
 		}
@@ -171,12 +191,33 @@ func (k knftablesBackend) clients(ctx context.Context, name string) ([]clientEnt
 	}
 	out := make([]clientEntry, 0, len(elems))
 	for _, e := range elems {
-		out = append(out, clientEntry{strings.Join(e.Key, " . "), strings.Join(e.Value, " . ")})
+		entry, err := parseClient(e.Key, e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("affinity map %s: %w", name, err)
+		}
+		out = append(out, entry)
 	}
 	return out, nil
 }
 
-// clients lists an affinity map over netlink and spells its entries as nft would.
+// parseClient reads an entry as nft lists it: a client address, and an address or a port.
+func parseClient(key, value []string) (clientEntry, error) {
+	k, v := strings.Join(key, " . "), strings.Join(value, " . ")
+	client, err := netip.ParseAddr(k)
+	if err != nil {
+		return clientEntry{}, fmt.Errorf("entry %q : %q: %w", k, v, err)
+	}
+	if a, err := netip.ParseAddr(v); err == nil {
+		return clientEntry{client, ruleset.Addr(a)}, nil
+	}
+	var port uint16
+	if _, err := fmt.Sscanf(v, "%d", &port); err != nil {
+		return clientEntry{}, fmt.Errorf("entry %q : %q: %w", k, v, err)
+	}
+	return clientEntry{client, ruleset.Port(port)}, nil
+}
+
+// clients lists an affinity map over netlink.
 func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -184,7 +225,7 @@ func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntr
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := b.sets[name]
-	if d == nil || len(d.key) != 1 || len(d.data) != 1 {
+	if d == nil || len(d.Key) != 1 || len(d.Data) != 1 {
 		return nil, fmt.Errorf("no affinity map %q in table %s", name, TableName)
 	}
 	conn, err := b.conn()
@@ -192,7 +233,7 @@ func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntr
 		return nil, err
 	}
 	s := &nftables.Set{Table: b.table, Name: name}
-	if err := d.describe(s); err != nil {
+	if err := d.Describe(s); err != nil {
 		return nil, err
 	}
 	elems, err := conn.GetSetElements(s)
@@ -201,12 +242,12 @@ func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntr
 	}
 	out := make([]clientEntry, 0, len(elems))
 	for _, e := range elems {
-		client, err1 := decodeField(d.key[0], e.Key)
-		value, err2 := decodeField(d.data[0], e.Val)
-		if err1 != nil || err2 != nil {
+		client, err1 := netlinkenc.Decode(d.Key[0], e.Key)
+		value, err2 := netlinkenc.Decode(d.Data[0], e.Val)
+		if err1 != nil || err2 != nil || client.Kind != ruleset.AddrValue {
 			return nil, fmt.Errorf("affinity map %s: undecodable entry %x : %x", name, e.Key, e.Val)
 		}
-		out = append(out, clientEntry{client, value})
+		out = append(out, clientEntry{client.Addr, value})
 	}
 	return out, nil
 }

@@ -100,8 +100,8 @@ func TestClientsOfAGoneEndpointAreForgotten(t *testing.T) {
 	// An endpoint added reads nothing.
 	svc.Ports[0].Endpoints = eps("10.244.0.2:80", "10.244.0.3:80", "10.244.0.4:80")
 	mustSync(t, s, []Service{svc}, false)
-	if len(s.forgetDue) != 0 {
-		t.Errorf("an endpoint added asks for a second look: %v", s.forgetDue)
+	if len(s.state.forgetDue) != 0 {
+		t.Errorf("an endpoint added asks for a second look: %v", s.state.forgetDue)
 	}
 }
 
@@ -117,8 +117,8 @@ func TestASecondLookWhoseMapsWentIsSettled(t *testing.T) {
 			mustSync(t, s, []Service{svc}, true)
 			svc.Ports[0].Endpoints = eps("10.244.0.2:80")
 			mustSync(t, s, []Service{svc}, false)
-			if len(s.forgetDue) != 1 {
-				t.Fatalf("no second look planned: %v", s.forgetDue)
+			if len(s.state.forgetDue) != 1 {
+				t.Fatalf("no second look planned: %v", s.state.forgetDue)
 			}
 			if ending != "removed at once" {
 				clock.Advance(300 * time.Millisecond)
@@ -133,8 +133,8 @@ func TestASecondLookWhoseMapsWentIsSettled(t *testing.T) {
 			mustSync(t, s, services, false)
 			clock.Advance(time.Hour)
 			st := mustSync(t, s, services, false)
-			if len(s.forgetDue) != 0 {
-				t.Errorf("second looks left: %v (last sync %+v)", s.forgetDue, st)
+			if len(s.state.forgetDue) != 0 {
+				t.Errorf("second looks left: %v (last sync %+v)", s.state.forgetDue, st)
 			}
 			clock.Advance(time.Hour)
 			if st := mustSync(t, s, services, false); st.Operations != 0 || !st.CleanupAt.IsZero() {

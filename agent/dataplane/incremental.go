@@ -2,13 +2,11 @@ package dataplane
 
 import (
 	"cmp"
-	"context"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
-	"sigs.k8s.io/knftables"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // change is one Service whose objects a sync rewrites or removes.
@@ -19,8 +17,63 @@ type change struct {
 	rec  *serviceRecord // nil for a removed Service
 }
 
-// planIncremental writes only what differs from memory: desired are the Services to (re)write,
-// removed the keys of written ones to delete. The transaction is
+// diff is what an incremental sync changes: the Services it rewrites or removes, sorted by key,
+// and those whose input changed only in order (their raw digest, by key).
+type diff struct {
+	changes   []change
+	reordered map[string]uint64
+	changed   int
+	removed   int
+}
+
+// diff compares desired, the Services to (re)write, and removed, the keys of written ones to
+// delete, with st. It renders the Services that changed.
+func (pl *planner) diff(st *state, desired []desiredService, removed []string) diff {
+	var d diff
+	for i := range desired {
+		ds := &desired[i]
+		old := st.written[ds.key]
+		if old != nil && old.fingerprint == ds.fingerprint {
+			// Input that differs only in order renders the same objects.
+			if d.reordered == nil {
+				d.reordered = map[string]uint64{}
+			}
+			d.reordered[ds.key] = ds.raw
+			continue
+		}
+		objs := renderService(&ds.svc, pl.fam)
+		d.changes = append(d.changes, change{key: ds.key, old: old, objs: &objs, rec: newRecord(ds, &objs)})
+	}
+	d.changed = len(d.changes)
+	for _, key := range removed {
+		d.changes = append(d.changes, change{key: key, old: st.written[key]})
+	}
+	d.removed = len(removed)
+	slices.SortFunc(d.changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
+	return d
+}
+
+// incremental is an incremental plan in the making: the state it starts from, which it only
+// reads, the changes, and what each step works out for the steps after it.
+type incremental struct {
+	pl      *planner
+	st      *state
+	now     time.Time
+	tx      txn
+	changes []change
+	// hairpin counts the users of each hairpin element after the sync (by id, see
+	// hairpinKey.id), and hairpinKeys the elements the changes touch.
+	hairpin     map[string]int
+	hairpinKeys map[string]hairpinKey
+	records     recordPlan
+	newRecord   []chainContent // record chains that get their first endpoint
+	oldRecord   []chainContent // record chains that lose their last one
+	pickRefs    map[string]int // users of each pick chain after the sync
+	stale       map[string]time.Time
+}
+
+// planIncremental writes only what differs from st, which it does not change: d says what
+// changed, view what the kernel holds that the plan needs (see forget.go). The transaction is
 // ordered so that it is valid whatever mix of changes it carries:
 //
 //  1. delete map elements that go away or change value (before any add of
@@ -34,220 +87,214 @@ type change struct {
 //     (deleted later, see Options.StaleChainDelay) and delete their unused
 //     affinity maps, after the rules that referenced them are gone;
 //  6. forget the clients of endpoints that went (see forget.go).
-func (s *Syncer) planIncremental(ctx context.Context, tx *txn, desired []desiredService, removed []string, now time.Time,
-	stats *Stats) (func(), error) {
-	var changes []change
-	var sameButReordered []*desiredService
-	for i := range desired {
-		d := &desired[i]
-		old := s.written[d.key]
-		if old != nil && old.fingerprint == d.fingerprint {
-			sameButReordered = append(sameButReordered, d)
-			continue
-		}
-		objs := renderService(&d.svc, s.fam)
-		changes = append(changes, change{key: d.key, old: old, objs: &objs, rec: newRecord(d, &objs)})
+func (pl *planner) planIncremental(st *state, d diff, view kernelView, now time.Time) *plan {
+	p := &plan{changed: d.changed, removed: d.removed, pending: &pending{raw: d.reordered}}
+	if len(d.changes) == 0 && !pl.staleDue(st, now) && !forgetIsDue(st, now) {
+		return p
 	}
-	// Input that differs only in order renders the same objects; remember
-	// its raw form so the next sync skips it at once.
-	rememberRaw := func() {
-		for _, d := range sameButReordered {
-			s.written[d.key].raw = d.raw
+	inc := &incremental{pl: pl, st: st, now: now, changes: d.changes}
+	inc.count()
+	inc.deleteElements()
+	inc.deleteStaleChains()
+	inc.writeChanged()
+	inc.addElements()
+	inc.retire()
+	forget := inc.forget(view)
+	for id, n := range inc.hairpin {
+		if n <= 0 {
+			delete(inc.hairpin, id)
 		}
 	}
-	stats.Changed = len(changes)
-	for _, key := range removed {
-		changes = append(changes, change{key: key, old: s.written[key]})
-		stats.Removed++
-	}
-	slices.SortFunc(changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
-	if len(changes) == 0 && !s.staleDue(now) && !s.forgetIsDue(now) {
-		return rememberRaw, nil
-	}
+	p.ops = inc.tx.ops
+	p.pending.changes, p.pending.edits = d.changes, true
+	p.pending.hairpinRefs, p.pending.pickRefs, p.pending.staleChains = inc.hairpin, inc.pickRefs, inc.stale
+	p.pending.forgetDue, p.pending.records = forget, inc.records
+	return p
+}
 
-	refs := maps.Clone(s.hairpinRefs)
-	hairpinKeys := map[string][]string{}
-	for _, c := range changes {
-		if c.old != nil {
-			for _, k := range c.old.hairpin {
-				id := strings.Join(k, " . ")
-				refs[id]--
-				hairpinKeys[id] = k
-			}
-		}
-		if c.rec != nil {
-			for _, k := range c.rec.hairpin {
-				id := strings.Join(k, " . ")
-				refs[id]++
-				hairpinKeys[id] = k
-			}
-		}
-	}
-
+// count works out, on copies, the users of hairpin elements, pick chains and record chains
+// after the changes.
+func (inc *incremental) count() {
+	inc.hairpin, inc.hairpinKeys = maps.Clone(inc.st.hairpinRefs), map[string]hairpinKey{}
+	inc.pickRefs = maps.Clone(inc.st.pickRefs)
 	var gone, come []affinityMap
-	for _, c := range changes {
+	tally := func(rec *serviceRecord, by int) {
+		for _, k := range rec.hairpin {
+			id := k.id()
+			inc.hairpin[id] += by
+			inc.hairpinKeys[id] = k
+		}
+		for _, name := range rec.picks {
+			inc.pickRefs[name] += by
+		}
+	}
+	for _, c := range inc.changes {
 		if c.old != nil {
+			tally(c.old, -1)
 			gone = append(gone, c.old.affinity...)
 		}
 		if c.rec != nil {
+			tally(c.rec, +1)
 			come = append(come, c.rec.affinity...)
 		}
 	}
-	records := s.records.plan(gone, come, s.fam)
-	newRecordChains, retiredRecordChains := s.records.created(records), s.records.retired(records)
+	inc.records = inc.st.records.plan(gone, come)
+	inc.newRecord, inc.oldRecord = inc.st.records.created(inc.records), inc.st.records.retired(inc.records)
+}
 
-	// 1. element deletions
-	for _, rc := range records.changes {
+// deleteElements is step 1.
+func (inc *incremental) deleteElements() {
+	for _, rc := range inc.records.changes {
 		if rc.was != nil {
-			tx.Delete(&knftables.Element{Map: mapAffinityEndpoints, Key: rc.key})
+			inc.tx.Delete(&ruleset.Element{Set: mapAffinityEndpoints, Map: true, Key: rc.key})
 		}
 	}
-	for _, c := range changes {
+	for _, c := range inc.changes {
 		if c.old == nil {
 			continue
 		}
 		keep := entryValues(c.rec)
 		for _, e := range c.old.entries {
 			if v, ok := keep[e.id()]; !ok || v != e.written() {
-				tx.Delete(e.element())
+				inc.tx.Delete(e.element())
 			}
 		}
 	}
-	for _, id := range sortedKeys(hairpinKeys) {
-		if refs[id] <= 0 && s.hairpinRefs[id] > 0 {
-			tx.Delete(&knftables.Element{Set: setHairpin, Key: hairpinKeys[id]})
+	for _, id := range sortedKeys(inc.hairpinKeys) {
+		if inc.hairpin[id] <= 0 && inc.st.hairpinRefs[id] > 0 {
+			inc.tx.Delete(inc.hairpinKeys[id].element())
 		}
 	}
+}
 
-	pickRefs := maps.Clone(s.pickRefs)
-	for _, c := range changes {
-		if c.old != nil {
-			for _, name := range c.old.picks {
-				pickRefs[name]--
-			}
-		}
-		if c.rec != nil {
-			for _, name := range c.rec.picks {
-				pickRefs[name]++
-			}
-		}
-	}
-
-	// 2. stale chain deletions, unless a change brings the chain back
+// deleteStaleChains is step 2: chains stale long enough go, unless a change brings them back.
+func (inc *incremental) deleteStaleChains() {
 	wanted := map[string]bool{}
-	for name, n := range pickRefs {
+	for name, n := range inc.pickRefs {
 		if n > 0 {
 			wanted[name] = true
 		}
 	}
-	for _, c := range changes {
+	for _, c := range inc.changes {
 		if c.rec != nil {
 			for _, name := range c.rec.chains {
 				wanted[name] = true
 			}
 		}
 	}
-	for _, c := range newRecordChains {
+	for _, c := range inc.newRecord {
 		wanted[c.name] = true
 	}
-	stale := maps.Clone(s.staleChains)
-	for _, name := range sortedKeys(s.staleChains) {
+	inc.stale = maps.Clone(inc.st.staleChains)
+	for _, name := range sortedKeys(inc.st.staleChains) {
 		switch {
 		case wanted[name]:
-			delete(stale, name)
-		case now.Sub(s.staleChains[name]) >= s.opts.StaleChainDelay:
-			tx.Delete(&knftables.Chain{Name: name})
-			delete(stale, name)
+			delete(inc.stale, name)
+		case inc.now.Sub(inc.st.staleChains[name]) >= inc.pl.opts.StaleChainDelay:
+			inc.tx.Delete(&ruleset.Chain{Name: name})
+			delete(inc.stale, name)
 		}
 	}
+}
 
-	// 3. pick chains that get their first user (a retired one is flushed, so it gets its rules
-	// again), then sets, maps, chains and rules; a chain whose rules are what they were, and a
-	// map that exists already, are left alone, so that an endpoint change within a map is only
-	// an element change.
+// writeChanged is step 3: pick chains that get their first user (a retired one is flushed, so
+// it gets its rules again), then sets, maps, chains and rules; a chain whose rules are what they
+// were, and a map that exists already, are left alone, so that an endpoint change within a map
+// is only an element change.
+func (inc *incremental) writeChanged() {
 	written := map[string]bool{}
-	for _, c := range changes {
+	for _, c := range inc.changes {
 		if c.objs == nil {
 			continue
 		}
 		for _, p := range c.objs.picks {
-			if s.pickRefs[p.name] <= 0 && !written[p.name] {
+			if inc.st.pickRefs[p.name] <= 0 && !written[p.name] {
 				written[p.name] = true
-				writePick(tx, p, s.fam)
+				writePick(&inc.tx, p, inc.pl.fam)
 			}
 		}
 	}
 	// The dispatch rules change only when a cluster pick chain comes or goes; they name the
 	// chains and sets just written, and drop those retired below.
-	if inUse := clusterPicksInUse(pickRefs); !slices.Equal(inUse, clusterPicksInUse(s.pickRefs)) {
-		writeDispatch(tx, inUse, s.fam, true)
+	if inUse := clusterPicksInUse(inc.pickRefs); !slices.Equal(inUse, clusterPicksInUse(inc.st.pickRefs)) {
+		writeDispatch(&inc.tx, inUse, true)
 	}
-	for _, c := range changes {
-		if c.objs == nil {
-			continue
+	for _, c := range inc.changes {
+		if c.objs != nil {
+			inc.writeService(c)
 		}
-		before := map[string]bool{}
-		objs := *c.objs
-		if c.old != nil {
-			objs.chains, objs.affinity = nil, nil
-			sums := make(map[string]uint64, len(c.old.chains))
-			for k, name := range c.old.chains {
-				before[name] = true
-				sums[name] = c.old.chainSums[k]
-			}
-			for k, ch := range c.objs.chains {
-				if sum, had := sums[ch.name]; !had || sum != c.rec.chainSums[k] {
-					objs.chains = append(objs.chains, ch)
-				}
-			}
-			hadMaps := toSet(affinityNames(c.old.affinity))
-			for _, m := range c.objs.affinity {
-				if !hadMaps[m.addr] {
-					objs.affinity = append(objs.affinity, m)
-				}
-			}
-		}
-		writeServiceObjects(tx, &objs, s.fam, func(name string) bool {
-			_, isStale := s.staleChains[name]
-			return before[name] || isStale
-		})
 	}
-
 	// Record chains name the maps just written.
-	for _, c := range newRecordChains {
-		writeChain(tx, c)
+	for _, c := range inc.newRecord {
+		writeChain(&inc.tx, c)
 	}
+}
 
-	// 4. element additions
-	for _, rc := range records.changes {
-		if rc.now != nil {
-			tx.Add(&knftables.Element{Map: mapAffinityEndpoints, Key: rc.key, Value: []string{"goto " + rc.now.name}})
+// writeService writes what of a changed Service's chains and maps differs from its old ones.
+func (inc *incremental) writeService(c change) {
+	before := map[string]bool{}
+	objs := *c.objs
+	if c.old != nil {
+		objs.chains, objs.affinity = nil, nil
+		sums := make(map[string]uint64, len(c.old.chains))
+		for k, name := range c.old.chains {
+			before[name] = true
+			sums[name] = c.old.chainSums[k]
+		}
+		for k, ch := range c.objs.chains {
+			if sum, had := sums[ch.name]; !had || sum != c.rec.chainSums[k] {
+				objs.chains = append(objs.chains, ch)
+			}
+		}
+		hadMaps := toSet(affinityNames(c.old.affinity))
+		for _, m := range c.objs.affinity {
+			if !hadMaps[m.addr] {
+				objs.affinity = append(objs.affinity, m)
+			}
 		}
 	}
-	for _, c := range changes {
+	writeServiceObjects(&inc.tx, &objs, inc.pl.fam, func(name string) bool {
+		_, isStale := inc.st.staleChains[name]
+		return before[name] || isStale
+	})
+}
+
+// addElements is step 4.
+func (inc *incremental) addElements() {
+	for _, rc := range inc.records.changes {
+		if rc.now != nil {
+			inc.tx.Add(rc.element())
+		}
+	}
+	for _, c := range inc.changes {
 		if c.rec == nil {
 			continue
 		}
 		had := entryValues(c.old)
 		for _, e := range c.rec.entries {
 			if v, ok := had[e.id()]; !ok || v != e.written() {
-				tx.Add(e.element())
+				inc.tx.Add(e.element())
 			}
 		}
 	}
-	for _, id := range sortedKeys(hairpinKeys) {
-		if refs[id] > 0 && s.hairpinRefs[id] <= 0 {
-			tx.Add(&knftables.Element{Set: setHairpin, Key: hairpinKeys[id]})
+	for _, id := range sortedKeys(inc.hairpinKeys) {
+		if inc.hairpin[id] > 0 && inc.st.hairpinRefs[id] <= 0 {
+			inc.tx.Add(inc.hairpinKeys[id].element())
 		}
 	}
+}
 
-	// 5. retire what changed Services no longer use: record chains first, which may name maps
-	// that go
-	for _, c := range retiredRecordChains {
-		tx.Flush(&knftables.Chain{Name: c.name})
-		stale[c.name] = now
+// retire is step 5: what changed Services no longer use goes, record chains first, which may
+// name maps that go.
+func (inc *incremental) retire() {
+	flush := func(name string) {
+		inc.tx.Flush(&ruleset.Chain{Name: name})
+		inc.stale[name] = inc.now
 	}
-	for _, c := range changes {
+	for _, c := range inc.oldRecord {
+		flush(c.name)
+	}
+	for _, c := range inc.changes {
 		if c.old == nil {
 			continue
 		}
@@ -257,87 +304,54 @@ func (s *Syncer) planIncremental(ctx context.Context, tx *txn, desired []desired
 		}
 		for _, name := range c.old.chains {
 			if !nowChains[name] {
-				tx.Flush(&knftables.Chain{Name: name})
-				stale[name] = now
+				flush(name)
 			}
 		}
 		for _, m := range c.old.affinity {
 			if !nowMaps[m.addr] {
-				tx.Delete(&knftables.Map{Name: m.addr})
-				tx.Delete(&knftables.Map{Name: m.port})
-			}
-		}
-	}
-
-	for _, name := range sortedKeys(pickRefs) {
-		if pickRefs[name] <= 0 {
-			if s.pickRefs[name] > 0 {
-				tx.Flush(&knftables.Chain{Name: name})
-				stale[name] = now
-				if isClusterPick(name) {
-					// The dispatch rule naming it went above, in this transaction.
-					tx.Delete(&knftables.Set{Name: name})
-				}
-			}
-			delete(pickRefs, name)
-		}
-	}
-
-	// 6. forget clients
-	targets, fresh, settled := s.forgetTargets(changes, now)
-	if err := s.planForget(ctx, tx, targets); err != nil {
-		return nil, err
-	}
-	forget := s.nextForgetDue(targets, fresh, settled, now)
-
-	for id, n := range refs {
-		if n <= 0 {
-			delete(refs, id)
-		}
-	}
-	return func() {
-		rememberRaw()
-		for _, c := range changes {
-			if c.old != nil {
-				for _, cl := range c.old.claims {
-					if s.claimOwners[cl] == c.key {
-						delete(s.claimOwners, cl)
-					}
+				for _, decl := range affinityMapDecls(m, 0, inc.pl.fam) {
+					inc.tx.Delete(&ruleset.Set{Name: decl.Name, Key: decl.Key, Data: decl.Data})
 				}
 			}
 		}
-		for _, c := range changes {
-			if c.rec == nil {
-				delete(s.written, c.key)
-				continue
-			}
-			s.written[c.key] = c.rec
-			for _, cl := range c.rec.claims {
-				s.claimOwners[cl] = c.key
+	}
+	for _, name := range sortedKeys(inc.pickRefs) {
+		if inc.pickRefs[name] > 0 {
+			continue
+		}
+		if inc.st.pickRefs[name] > 0 {
+			flush(name)
+			if isClusterPick(name) {
+				// The dispatch rule naming it went above, in this transaction.
+				inc.tx.Delete(&ruleset.Set{Name: name})
 			}
 		}
-		s.hairpinRefs = refs
-		s.pickRefs = pickRefs
-		s.staleChains = stale
-		s.forgetDue = forget
-		s.records.apply(records)
-	}, nil
+		delete(inc.pickRefs, name)
+	}
 }
 
-func (s *Syncer) staleDue(now time.Time) bool {
-	for _, since := range s.staleChains {
-		if now.Sub(since) >= s.opts.StaleChainDelay {
+// forget is step 6: the clients of endpoints that went are deleted, and the second looks due
+// after this sync worked out.
+func (inc *incremental) forget(view kernelView) map[string]forgetDue {
+	targets, fresh, settled := forgetTargets(inc.st, inc.changes, inc.now)
+	planForget(&inc.tx, targets, view)
+	return nextForgetDue(inc.st, targets, fresh, settled, inc.now, inc.pl.opts.StaleChainDelay)
+}
+
+func (pl *planner) staleDue(st *state, now time.Time) bool {
+	for _, since := range st.staleChains {
+		if now.Sub(since) >= pl.opts.StaleChainDelay {
 			return true
 		}
 	}
 	return false
 }
 
-func entryValues(rec *serviceRecord) map[string]string {
+func entryValues(rec *serviceRecord) map[entryID]entryWritten {
 	if rec == nil {
 		return nil
 	}
-	out := make(map[string]string, len(rec.entries))
+	out := make(map[entryID]entryWritten, len(rec.entries))
 	for _, e := range rec.entries {
 		out[e.id()] = e.written()
 	}

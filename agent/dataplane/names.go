@@ -8,19 +8,21 @@ import (
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
-// family holds the spellings that differ between the ip and ip6 tables.
+// family holds what differs between the ip and ip6 tables.
 type family struct {
 	nft      knftables.Family
-	selector string // "ip" or "ip6" in matches and NAT statements
-	addrType string // set key type of an address
-	loopback string // the prefix that NodePorts never answer on
+	rs       ruleset.Family
+	addr     ruleset.Type // set key type of an address
+	loopback netip.Prefix // the addresses NodePorts never answer on
 }
 
 var (
-	ipv4 = family{knftables.IPv4Family, "ip", "ipv4_addr", "127.0.0.0/8"}
-	ipv6 = family{knftables.IPv6Family, "ip6", "ipv6_addr", "::1"}
+	ipv4 = family{knftables.IPv4Family, ruleset.IPv4, ruleset.IPv4Addr, netip.MustParsePrefix("127.0.0.0/8")}
+	ipv6 = family{knftables.IPv6Family, ruleset.IPv6, ruleset.IPv6Addr, netip.MustParsePrefix("::1/128")}
 )
 
 func familyFor(f knftables.Family) (family, bool) {
@@ -34,15 +36,10 @@ func familyFor(f knftables.Family) (family, bool) {
 }
 
 func (f family) contains(ip netip.Addr) bool {
-	if f.selector == "ip" {
+	if f.rs == ruleset.IPv4 {
 		return ip.Is4()
 	}
 	return ip.Is6()
-}
-
-// dnatTarget spells one endpoint as a "dnat to" argument.
-func (f family) dnatTarget(ap netip.AddrPort) string {
-	return ap.String() // [v6]:port or v4:port, both accepted by nft
 }
 
 // Names of the fixed objects of the table.

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // NewNetlinkBackend returns a Backend that programs family's fleetslice table over netlink
@@ -32,10 +34,10 @@ func newNetlinkBackend(f knftables.Family, dial nltest.Func) (*netlinkBackend, e
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", f)
 	}
 	tf := nftables.TableFamilyIPv4
-	if fam.selector == "ip6" {
+	if fam.rs == ruleset.IPv6 {
 		tf = nftables.TableFamilyIPv6
 	}
-	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*setDef{},
+	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*netlinkenc.SetDef{},
 		model: newTableModel(), dial: dial}, nil
 }
 
@@ -53,7 +55,7 @@ type netlinkBackend struct {
 	table *nftables.Table
 	// sets holds the type of every set and map the last successful batches left in the
 	// table, to encode elements of sets a batch does not define itself.
-	sets map[string]*setDef
+	sets map[string]*netlinkenc.SetDef
 	// model is what the accepted batches left in the table, and gen the ruleset generation
 	// the last one produced: a drift check compares the kernel with them (netlink_drift.go).
 	model    *tableModel
@@ -66,13 +68,13 @@ type netlinkBackend struct {
 type batch struct {
 	b       *netlinkBackend
 	conn    *nftables.Conn
-	added   map[string]*nftables.Set // sets and maps defined in this batch
-	defs    map[string]*setDef       // their types
+	added   map[string]*nftables.Set      // sets and maps defined in this batch
+	defs    map[string]*netlinkenc.SetDef // their types
 	deleted map[string]bool
 	dropped bool // the table was deleted: nothing from before counts
 }
 
-func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
+func (b *netlinkBackend) apply(ctx context.Context, ops []ruleset.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -98,23 +100,9 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
 	if err != nil {
 		return err
 	}
-	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*setDef{}, deleted: map[string]bool{}}
-	for i := 0; i < len(ops); i++ {
-		if el, ok := ops[i].obj.(*knftables.Element); ok {
-			// Consecutive element operations on one set share messages.
-			j := i + 1
-			for j < len(ops) && sameElementTarget(ops[j], ops[i].verb, el) {
-				j++
-			}
-			if err := t.elements(ops[i].verb, ops[i:j]); err != nil {
-				return err
-			}
-			i = j - 1
-			continue
-		}
-		if err := t.object(ops[i]); err != nil {
-			return err
-		}
+	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{}}
+	if err := t.ops(ops); err != nil {
+		return err
 	}
 	if err := conn.Flush(); err != nil {
 		msg := err.Error()
@@ -139,13 +127,35 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []op) error {
 	return nil
 }
 
-func sameElementTarget(o op, verb opVerb, el *knftables.Element) bool {
-	e, ok := o.obj.(*knftables.Element)
-	return ok && o.verb == verb && e.Set == el.Set && e.Map == el.Map
+// ops adds every operation to the batch.
+func (t *batch) ops(ops []ruleset.Op) error {
+	for i := 0; i < len(ops); i++ {
+		if el, ok := ops[i].Obj.(*ruleset.Element); ok {
+			// Consecutive element operations on one set share messages.
+			j := i + 1
+			for j < len(ops) && sameElementTarget(ops[j], ops[i].Verb, el) {
+				j++
+			}
+			if err := t.elements(ops[i].Verb, ops[i:j]); err != nil {
+				return err
+			}
+			i = j - 1
+			continue
+		}
+		if err := t.object(ops[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameElementTarget(o ruleset.Op, verb ruleset.Verb, el *ruleset.Element) bool {
+	e, ok := o.Obj.(*ruleset.Element)
+	return ok && o.Verb == verb && e.Set == el.Set && e.Map == el.Map
 }
 
 // def returns the type of set or map name as this batch sees it.
-func (t *batch) def(name string) (*setDef, error) {
+func (t *batch) def(name string) (*netlinkenc.SetDef, error) {
 	if d := t.defs[name]; d != nil {
 		return d, nil
 	}
@@ -162,14 +172,14 @@ func (t *batch) setID(name string) uint32 {
 	return 0
 }
 
-func (t *batch) object(o op) error {
+func (t *batch) object(o ruleset.Op) error {
 	tbl := t.b.table
-	switch obj := o.obj.(type) {
-	case *knftables.Table:
-		switch o.verb {
-		case opAdd:
+	switch obj := o.Obj.(type) {
+	case *ruleset.Table:
+		switch o.Verb {
+		case ruleset.Add:
 			t.conn.AddTable(tbl)
-		case opDelete:
+		case ruleset.Delete:
 			t.conn.DelTable(tbl)
 			t.dropped = true
 			clear(t.added)
@@ -177,107 +187,52 @@ func (t *batch) object(o op) error {
 		default:
 			t.conn.FlushTable(tbl)
 		}
-	case *knftables.Chain:
-		c := &nftables.Chain{Name: obj.Name, Table: tbl}
-		switch o.verb {
-		case opAdd:
-			if err := baseChain(c, obj); err != nil {
-				return err
-			}
+	case *ruleset.Chain:
+		c, err := netlinkenc.Chain(tbl, obj)
+		if err != nil {
+			return fmt.Errorf("netlink backend: %w", err)
+		}
+		switch o.Verb {
+		case ruleset.Add:
 			t.conn.AddChain(c)
-		case opDelete:
+		case ruleset.Delete:
 			t.conn.DelChain(c)
 		default:
 			t.conn.FlushChain(c)
 		}
-	case *knftables.Rule:
-		if o.verb != opAdd {
+	case *ruleset.Rule:
+		if o.Verb != ruleset.Add {
 			return fmt.Errorf("netlink backend: rules are only added")
 		}
-		exprs, err := compileRule(obj.Rule, t.b.fam, t.setID)
+		exprs, err := netlinkenc.Exprs(t.b.fam.rs, obj.Stmts, t.setID)
 		if err != nil {
-			return err
+			return fmt.Errorf("netlink backend: chain %s: %w", obj.Chain, err)
 		}
 		t.conn.AddRule(&nftables.Rule{Table: tbl, Chain: &nftables.Chain{Name: obj.Chain, Table: tbl}, Exprs: exprs})
-	case *knftables.Set:
-		return t.set(o.verb, obj.Name, obj.Type, obj.Flags, obj.Timeout, false)
-	case *knftables.Map:
-		spec := obj.Type
-		if obj.TypeOf != "" {
-			spec = obj.TypeOf
-		}
-		return t.set(o.verb, obj.Name, spec, obj.Flags, obj.Timeout, obj.TypeOf != "")
+	case *ruleset.Set:
+		return t.set(o.Verb, obj)
 	default:
-		return fmt.Errorf("netlink backend: unsupported object %T", o.obj)
+		return fmt.Errorf("netlink backend: unsupported object %T", o.Obj)
 	}
 	return nil
 }
 
-func baseChain(c *nftables.Chain, obj *knftables.Chain) error {
-	if obj.Type == nil {
-		return nil
-	}
-	hooks := map[knftables.BaseChainHook]*nftables.ChainHook{
-		knftables.PreroutingHook: nftables.ChainHookPrerouting, knftables.InputHook: nftables.ChainHookInput,
-		knftables.ForwardHook: nftables.ChainHookForward, knftables.OutputHook: nftables.ChainHookOutput,
-		knftables.PostroutingHook: nftables.ChainHookPostrouting,
-	}
-	prios := map[knftables.BaseChainPriority]nftables.ChainPriority{
-		knftables.DNATPriority: -100, knftables.SNATPriority: 100, knftables.FilterPriority: 0,
-	}
-	hook, prio := hooks[ptrValue(obj.Hook)], prios[ptrValue(obj.Priority)]
-	if hook == nil || obj.Priority == nil {
-		return fmt.Errorf("netlink backend: chain %s: unsupported hook or priority", obj.Name)
-	}
-	if _, ok := prios[*obj.Priority]; !ok {
-		return fmt.Errorf("netlink backend: chain %s: unsupported priority %q", obj.Name, *obj.Priority)
-	}
-	c.Type, c.Hooknum, c.Priority = nftables.ChainType(*obj.Type), hook, nftables.ChainPriorityRef(prio)
-	return nil
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
-func (t *batch) set(verb opVerb, name, spec string, flags []knftables.SetFlag, timeout *time.Duration, typeOf bool) error {
-	s := &nftables.Set{Table: t.b.table, Name: name}
+func (t *batch) set(verb ruleset.Verb, obj *ruleset.Set) error {
+	name := obj.Name
 	switch verb {
-	case opDelete:
-		t.conn.DelSet(s)
+	case ruleset.Delete:
+		t.conn.DelSet(&nftables.Set{Table: t.b.table, Name: name})
 		delete(t.added, name)
 		delete(t.defs, name)
 		t.deleted[name] = true
 		return nil
-	case opFlush:
-		t.conn.FlushSet(s)
+	case ruleset.Flush:
+		t.conn.FlushSet(&nftables.Set{Table: t.b.table, Name: name})
 		return nil
 	}
-	d, err := parseSetSpec(spec, typeOf)
+	s, d, err := netlinkenc.Set(t.b.fam.rs, t.b.table, obj)
 	if err != nil {
-		return fmt.Errorf("netlink backend: set %s: %w", name, err)
-	}
-	for _, f := range flags {
-		switch f {
-		case knftables.IntervalFlag:
-			d.interval = true
-		case knftables.DynamicFlag:
-			s.Dynamic = true
-		case knftables.TimeoutFlag:
-			s.HasTimeout = true
-		default:
-			return fmt.Errorf("netlink backend: set %s: unsupported flag %q", name, f)
-		}
-	}
-	if timeout != nil {
-		s.HasTimeout, s.Timeout = true, *timeout
-	}
-	if err := d.describe(s); err != nil {
-		return fmt.Errorf("netlink backend: set %s: %w", name, err)
+		return fmt.Errorf("netlink backend: %w", err)
 	}
 	if err := t.conn.AddSet(s, nil); err != nil {
 		return err
@@ -289,9 +244,8 @@ func (t *batch) set(verb opVerb, name, spec string, flags []knftables.SetFlag, t
 
 // elements adds or deletes the elements of ops, all of one set, a few hundred per message (a
 // netlink attribute holds at most 64 KiB).
-func (t *batch) elements(verb opVerb, ops []op) error {
-	first := ops[0].obj.(*knftables.Element)
-	name := first.Set + first.Map
+func (t *batch) elements(verb ruleset.Verb, ops []ruleset.Op) error {
+	name := ops[0].Obj.(*ruleset.Element).Set
 	d, err := t.def(name)
 	if err != nil {
 		return err
@@ -299,7 +253,7 @@ func (t *batch) elements(verb opVerb, ops []op) error {
 	s := t.added[name]
 	if s == nil {
 		s = &nftables.Set{Table: t.b.table, Name: name}
-		if err := d.describe(s); err != nil {
+		if err := d.Describe(s); err != nil {
 			return err
 		}
 	}
@@ -311,9 +265,9 @@ func (t *batch) elements(verb opVerb, ops []op) error {
 		}
 		var err error
 		switch verb {
-		case opAdd:
+		case ruleset.Add:
 			err = t.conn.SetAddElements(s, vals)
-		case opDelete:
+		case ruleset.Delete:
 			err = t.conn.SetDeleteElements(s, vals)
 		default:
 			err = fmt.Errorf("netlink backend: elements are only added or deleted")
@@ -322,13 +276,13 @@ func (t *batch) elements(verb opVerb, ops []op) error {
 		return err
 	}
 	for _, o := range ops {
-		el := o.obj.(*knftables.Element)
-		encoded, err := d.encode(el.Key, el.Value, verb == opDelete)
+		el := o.Obj.(*ruleset.Element)
+		encoded, err := d.Encode(el, verb == ruleset.Delete)
 		if err != nil {
 			return fmt.Errorf("netlink backend: element of %s: %w", name, err)
 		}
-		if el.Comment != nil && verb == opAdd {
-			encoded[0].Comment = *el.Comment
+		if el.Comment != "" && verb == ruleset.Add {
+			encoded[0].Comment = el.Comment
 		}
 		vals = append(vals, encoded...)
 		if len(vals) >= perMessage {
@@ -378,5 +332,5 @@ func DeleteTableNetlink(ctx context.Context, family knftables.Family) error {
 		return err
 	}
 	// Adding first makes the delete succeed whether or not the table exists.
-	return b.apply(ctx, []op{{opAdd, &knftables.Table{}}, {opDelete, &knftables.Table{}}})
+	return b.apply(ctx, []ruleset.Op{{Verb: ruleset.Add, Obj: &ruleset.Table{}}, {Verb: ruleset.Delete, Obj: &ruleset.Table{}}})
 }

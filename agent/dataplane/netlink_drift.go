@@ -14,6 +14,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
 )
 
 // Kinds of drift, as the agent's metric labels them.
@@ -67,7 +69,7 @@ func (s *Syncer) CheckDrift(ctx context.Context) (DriftCheck, error) {
 		return DriftCheck{}, nil
 	}
 	res, err := dc.drift(ctx)
-	res.Family = string(s.fam.nft)
+	res.Family = string(s.pl.fam.nft)
 	if res.Drift != nil {
 		s.needFull = true
 	}
@@ -245,7 +247,7 @@ func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", s.Name, err)
 		}
-		if d := b.sets[s.Name]; d != nil && d.verdict {
+		if d := b.sets[s.Name]; d != nil && d.Verdict {
 			for i := range elems {
 				if elems[i].VerdictData == nil {
 					elems[i].VerdictData, elems[i].Val = verdictFromData(elems[i].Val), nil
@@ -294,13 +296,13 @@ func (b *netlinkBackend) expected() (*canonicalTable, error) {
 	fam := byte(b.table.Family)
 	noID := func(string) uint32 { return 0 } // the kernel never lists set ids
 	for name, c := range m.chains {
-		nc := &nftables.Chain{Name: name, Table: b.table}
-		if err := baseChain(nc, c.def); err != nil {
+		nc, err := netlinkenc.Chain(b.table, c.def)
+		if err != nil {
 			return nil, err
 		}
 		lines := []string{hookLine(nc)}
 		for _, r := range c.rules {
-			exprs, err := compileRule(r, b.fam, noID)
+			exprs, err := netlinkenc.Exprs(b.fam.rs, r, noID)
 			if err != nil {
 				return nil, err
 			}
@@ -322,8 +324,8 @@ func (b *netlinkBackend) expected() (*canonicalTable, error) {
 			return nil, fmt.Errorf("no type for set %s", name)
 		}
 		var elems []nftables.SetElement
-		for key, value := range s.elems {
-			enc, err := d.encode(strings.Split(key, " . "), value, false)
+		for _, e := range s.elems {
+			enc, err := d.Encode(e, false)
 			if err != nil {
 				return nil, err
 			}

@@ -1,15 +1,13 @@
 package dataplane
 
 import (
-	"strings"
-
-	"sigs.k8s.io/knftables"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
-// tableModel is what the netlink backend's own batches left in the kernel: every chain with
-// its rules (as the renderer spells them) and every set and map with its elements. Batches
-// update it after the kernel accepted them, at the cost of the batch (never of the table), so
-// that a drift check can tell the agent's own writes from anyone else's.
+// tableModel is what a backend's own batches left in the kernel: every chain with its rules and
+// every set and map with its elements, as ruleset values. Batches update it after the kernel
+// accepted them, at the cost of the batch (never of the table), so that a drift check can tell
+// the agent's own writes from anyone else's.
 type tableModel struct {
 	// known is false until a batch that deletes and recreates the table (a full sync) has been
 	// applied: before that, what else the table holds is not known.
@@ -20,15 +18,24 @@ type tableModel struct {
 }
 
 type modelChain struct {
-	def   *knftables.Chain
-	rules []string
+	def   *ruleset.Chain
+	rules [][]ruleset.Stmt
 }
 
 type modelSet struct {
 	// dynamic sets (the session-affinity sets) are filled by packets, not by the agent: their
 	// elements are nobody's drift.
 	dynamic bool
-	elems   map[string][]string // key fields joined by " . " → value
+	elems   map[elemKey]*ruleset.Element
+}
+
+// elemKey identifies an element within its set: its key, up to four fields.
+type elemKey [4]ruleset.Value
+
+func elemKeyOf(vals []ruleset.Value) elemKey {
+	var k elemKey
+	copy(k[:], vals)
+	return k
 }
 
 func newTableModel() *tableModel {
@@ -36,45 +43,43 @@ func newTableModel() *tableModel {
 }
 
 // apply replays one accepted batch.
-func (m *tableModel) apply(ops []op) {
+func (m *tableModel) apply(ops []ruleset.Op) {
 	for _, o := range ops {
-		switch obj := o.obj.(type) {
-		case *knftables.Table:
-			m.table(o.verb)
-		case *knftables.Chain:
-			m.chain(o.verb, obj)
-		case *knftables.Rule:
+		switch obj := o.Obj.(type) {
+		case *ruleset.Table:
+			m.table(o.Verb)
+		case *ruleset.Chain:
+			m.chain(o.Verb, obj)
+		case *ruleset.Rule:
 			if c := m.chains[obj.Chain]; c != nil {
-				c.rules = append(c.rules, obj.Rule)
+				c.rules = append(c.rules, obj.Stmts)
 			}
-		case *knftables.Set:
-			m.set(o.verb, obj.Name, obj.Flags, obj.Timeout != nil)
-		case *knftables.Map:
-			m.set(o.verb, obj.Name, obj.Flags, obj.Timeout != nil)
-		case *knftables.Element:
-			s := m.sets[obj.Set+obj.Map]
+		case *ruleset.Set:
+			m.set(o.Verb, obj)
+		case *ruleset.Element:
+			s := m.sets[obj.Set]
 			if s == nil {
 				continue
 			}
-			key := strings.Join(obj.Key, " . ")
-			if o.verb == opDelete {
+			key := elemKeyOf(obj.Key)
+			if o.Verb == ruleset.Delete {
 				delete(s.elems, key)
 			} else {
-				s.elems[key] = obj.Value
+				s.elems[key] = obj
 			}
 		}
 	}
 }
 
-func (m *tableModel) table(verb opVerb) {
+func (m *tableModel) table(verb ruleset.Verb) {
 	switch verb {
-	case opAdd:
+	case ruleset.Add:
 		m.exists = true
-	case opDelete:
+	case ruleset.Delete:
 		m.known, m.exists = true, false
 		clear(m.chains)
 		clear(m.sets)
-	case opFlush:
+	case ruleset.Flush:
 		for _, c := range m.chains {
 			c.rules = nil
 		}
@@ -84,35 +89,35 @@ func (m *tableModel) table(verb opVerb) {
 	}
 }
 
-func (m *tableModel) chain(verb opVerb, obj *knftables.Chain) {
+func (m *tableModel) chain(verb ruleset.Verb, obj *ruleset.Chain) {
 	switch verb {
-	case opAdd:
+	case ruleset.Add:
 		if m.chains[obj.Name] == nil {
 			m.chains[obj.Name] = &modelChain{def: obj}
 		}
-	case opDelete:
+	case ruleset.Delete:
 		delete(m.chains, obj.Name)
-	case opFlush:
+	case ruleset.Flush:
 		if c := m.chains[obj.Name]; c != nil {
 			c.rules = nil
 		}
 	}
 }
 
-func (m *tableModel) set(verb opVerb, name string, flags []knftables.SetFlag, timeout bool) {
+func (m *tableModel) set(verb ruleset.Verb, obj *ruleset.Set) {
 	switch verb {
-	case opAdd:
-		if m.sets[name] == nil {
-			dynamic := timeout
-			for _, f := range flags {
-				dynamic = dynamic || f == knftables.DynamicFlag || f == knftables.TimeoutFlag
+	case ruleset.Add:
+		if m.sets[obj.Name] == nil {
+			dynamic := obj.Timeout != 0
+			for _, f := range obj.Flags {
+				dynamic = dynamic || f == ruleset.Dynamic || f == ruleset.HasTimeout
 			}
-			m.sets[name] = &modelSet{dynamic: dynamic, elems: map[string][]string{}}
+			m.sets[obj.Name] = &modelSet{dynamic: dynamic, elems: map[elemKey]*ruleset.Element{}}
 		}
-	case opDelete:
-		delete(m.sets, name)
-	case opFlush:
-		if s := m.sets[name]; s != nil {
+	case ruleset.Delete:
+		delete(m.sets, obj.Name)
+	case ruleset.Flush:
+		if s := m.sets[obj.Name]; s != nil {
 			clear(s.elems)
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // kernelBackends are the ways a Syncer can reach the kernel; kernel tests run on each.
@@ -87,8 +90,8 @@ func TestKernelNetlinkProgramsWhatNftDoes(t *testing.T) {
 	step("full again", services, true)
 }
 
-// TestEveryRenderedRuleCompiles compiles each rule the renderer writes, in both families,
-// and checks that the compiler refuses what it does not know instead of guessing.
+// TestEveryRenderedRuleCompiles compiles each rule the planner writes, in both families, and
+// checks that the compiler refuses what it does not know instead of guessing.
 func TestEveryRenderedRuleCompiles(t *testing.T) {
 	v6 := []Service{{Namespace: "six", Name: "web", ClusterIPs: ips("fd00:96::20"), AffinityTimeout: time.Minute, Ports: []Port{
 		{Name: "http", Protocol: TCP, Port: 80, NodePort: 30080, ExternalLocal: true,
@@ -105,64 +108,36 @@ func TestEveryRenderedRuleCompiles(t *testing.T) {
 		cidr     string
 	}{{knftables.IPv4Family, goldenServices(), "10.244.0.0/16"}, {knftables.IPv6Family, v6, "fd00:244::/48"}} {
 		fam, _ := familyFor(tc.family)
-		dump, _, err := Render(context.Background(), tc.services, Options{Family: tc.family, PodCIDRs: []netip.Prefix{netip.MustParsePrefix(tc.cidr)}})
+		back := &recordingBackend{}
+		s, err := NewWithBackend(back, Options{Family: tc.family, PodCIDRs: []netip.Prefix{netip.MustParsePrefix(tc.cidr)}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.Sync(context.Background(), tc.services, true); err != nil {
+			t.Fatal(err)
+		}
 		n := 0
-		for _, line := range strings.Split(dump, "\n") {
-			rest, ok := strings.CutPrefix(line, "add rule "+fam.selector+" "+TableName+" ")
-			if !ok {
-				continue
+		for _, o := range back.ops {
+			if r, ok := o.Obj.(*ruleset.Rule); ok {
+				if _, err := netlinkenc.Exprs(fam.rs, r.Stmts, func(string) uint32 { return 0 }); err != nil {
+					t.Errorf("%s: chain %s: %v", tc.family, r.Chain, err)
+				}
+				n++
 			}
-			_, rule, _ := strings.Cut(rest, " ")
-			if _, err := compileRule(rule, fam, func(string) uint32 { return 0 }); err != nil {
-				t.Errorf("%s: %v", tc.family, err)
-			}
-			n++
 		}
 		if n < 20 {
 			t.Errorf("%s: only %d rules compiled", tc.family, n)
 		}
 	}
-	for _, bad := range []string{"", "counter", "ip daddr . th dport 10.0.0.1", "ip daddr 10.0.0.1/33", "dnat ip to 10.0.0.1", "dnat ip to [fd00::1]:80",
-		"meta mark set meta mark and 1", "numgen random mod 0 vmap @x", "update @x { ip saddr", "jump"} {
-		if _, err := compileRule(bad, ipv4, func(string) uint32 { return 0 }); err == nil && bad != "" {
-			t.Errorf("compiled %q", bad)
-		}
-	}
-}
-
-func TestElementEncodingRefusesBadInput(t *testing.T) {
-	d, err := parseSetSpec("ipv4_addr . inet_proto . inet_service : verdict", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, el := range []struct{ key, value []string }{
-		{[]string{"10.0.0.1", "tcp"}, []string{"drop"}},
-		{[]string{"fd00::1", "tcp", "80"}, []string{"drop"}},
-		{[]string{"10.0.0.1", "icmp", "80"}, []string{"drop"}},
-		{[]string{"10.0.0.1", "tcp", "99999"}, []string{"drop"}},
-		{[]string{"10.0.0.1", "tcp", "80"}, []string{"return to sender"}},
+	for _, bad := range [][]ruleset.Stmt{
+		{&ruleset.Verdict{}},
+		{&ruleset.Compare{Field: ruleset.Field{Kind: ruleset.Numgen}, Value: ruleset.Proto(ruleset.TCP)}},
+		{&ruleset.Compare{Field: ruleset.Field{Kind: ruleset.DAddr}, Value: ruleset.Proto(ruleset.TCP)}},
+		{&ruleset.Compare{Field: ruleset.Field{Kind: ruleset.DAddr}, Value: ruleset.Addr(netip.MustParseAddr("fd00::1"))}},
 	} {
-		if _, err := d.encode(el.key, el.value, false); err == nil {
-			t.Errorf("encoded %v : %v", el.key, el.value)
+		if _, err := netlinkenc.Exprs(ruleset.IPv4, bad, func(string) uint32 { return 0 }); err == nil {
+			t.Errorf("compiled %#v", bad[0])
 		}
-	}
-	good, err := d.encode([]string{"10.0.0.1", "tcp", "80"}, []string{"goto svc-x"}, false)
-	if err != nil || len(good) != 1 || len(good[0].Key) != 12 || good[0].VerdictData == nil || good[0].VerdictData.Chain != "svc-x" {
-		t.Errorf("encode = %+v, %v", good, err)
-	}
-	for _, spec := range []string{"ether_addr", "numgen random mod 2 : verdict", "ipv4_addr : counter"} {
-		if _, err := parseSetSpec(spec, strings.HasPrefix(spec, "numgen")); err == nil {
-			t.Errorf("accepted set type %q", spec)
-		}
-	}
-	if end, ok := prefixEnd(netip.MustParsePrefix("10.244.0.0/16")); !ok || end != netip.MustParseAddr("10.245.0.0") {
-		t.Errorf("prefixEnd = %v %v", end, ok)
-	}
-	if _, ok := prefixEnd(netip.MustParsePrefix("255.0.0.0/8")); ok {
-		t.Error("prefixEnd past the end of the space")
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // NewKernelNft returns a Syncer that programs the kernel through nft, which must come from
@@ -23,7 +25,7 @@ func NewKernelNft(nft knftables.Interface, opts Options) (*Syncer, error) {
 	if !ok {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", opts.Family)
 	}
-	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft}, fam: fam, model: newTableModel()}, opts)
+	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft, fam.rs}, fam: fam, model: newTableModel()}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +44,7 @@ type nftKernelBackend struct {
 	genKnown bool
 }
 
-func (k *nftKernelBackend) apply(ctx context.Context, ops []op) error {
+func (k *nftKernelBackend) apply(ctx context.Context, ops []ruleset.Op) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err := k.knftablesBackend.apply(ctx, ops); err != nil {

@@ -1,10 +1,11 @@
 package dataplane
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/knftables"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // Ports without ClientIP affinity pick their endpoint through chains and maps shared by every
@@ -77,39 +78,36 @@ func pickChainName(kind pickKind, proto Protocol, n int) string {
 }
 
 // pickKey is the packet fields a pick chain of kind looks its endpoint up by, before the index.
-func pickKey(kind pickKind, proto Protocol, fam family) string {
+func pickKey(kind pickKind, proto Protocol) []ruleset.Field {
+	port := ruleset.Field{Kind: ruleset.Dport, Proto: rsProto(proto)}
 	if kind == pickCluster {
-		return fam.selector + " daddr . " + string(proto) + " dport"
+		return []ruleset.Field{{Kind: ruleset.DAddr}, port}
 	}
-	return string(proto) + " dport"
+	return []ruleset.Field{port}
 }
 
 // pickChain is the shared chain that sends kind's proto traffic to one of n map elements.
-func pickChain(kind pickKind, proto Protocol, n int, fam family) chainContent {
-	dnat := "meta l4proto " + string(proto) + " dnat " + fam.selector + " addr . port to " + pickKey(kind, proto, fam) +
-		" . numgen random mod " + strconv.Itoa(n) + " map @" + sharedMapName(kind, proto)
+func pickChain(kind pickKind, proto Protocol, n int) chainContent {
+	dnat := stmts(protoIs(proto), &ruleset.DNATPick{Fields: pickKey(kind, proto), Mod: uint32(n), Map: sharedMapName(kind, proto)})
 	c := chainContent{name: pickChainName(kind, proto, n)}
 	switch kind {
 	case pickCluster:
-		c.rules = []string{dnat} // cluster-dispatch has masqueraded already
+		c.rules = [][]ruleset.Stmt{dnat} // cluster-dispatch has masqueraded already
 	case pickNodePort:
-		c.rules = []string{"jump " + chainMarkMasquerade, dnat}
+		c.rules = [][]ruleset.Stmt{stmts(jump(chainMarkMasquerade)), dnat}
 	case pickLocal:
-		c.rules = []string{dnat}
+		c.rules = [][]ruleset.Stmt{dnat}
 	}
 	return c
 }
 
-// sharedMapType is the typeof declaration of a shared endpoint map.
-func sharedMapType(kind pickKind, proto Protocol, fam family) string {
-	return pickKey(kind, proto, fam) + " . numgen random mod 1 : " + fam.selector + " daddr . " + string(proto) + " dport"
-}
-
 // writeSharedMaps declares the shared endpoint maps of every protocol.
-func writeSharedMaps(tx *txn, fam family) {
+func writeSharedMaps(tx *txn) {
 	for _, proto := range protocols {
 		for _, kind := range []pickKind{pickCluster, pickNodePort} {
-			tx.Add(&knftables.Map{Name: sharedMapName(kind, proto), TypeOf: sharedMapType(kind, proto, fam)})
+			keyOf := append(pickKey(kind, proto), ruleset.Field{Kind: ruleset.Numgen})
+			dataOf := []ruleset.Field{{Kind: ruleset.DAddr}, {Kind: ruleset.Dport, Proto: rsProto(proto)}}
+			tx.Add(&ruleset.Set{Name: sharedMapName(kind, proto), KeyOf: keyOf, DataOf: dataOf})
 		}
 	}
 }
@@ -123,41 +121,42 @@ func renderPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	if svc.AffinityTimeout > 0 {
 		own = renderAffinityChains(out, svc, p, fam)
 	}
-	proto, port := string(p.Protocol), strconv.Itoa(int(p.Port))
+	proto, port := ruleset.Proto(rsProto(p.Protocol)), ruleset.Port(p.Port)
 	label := portComment(svc, p)
 	for _, ip := range svc.ClusterIPs {
-		key := []string{ip.String(), proto, port}
+		key := keyOf(ruleset.Addr(ip), proto, port)
 		switch {
 		case len(p.Endpoints) == 0:
-			out.entries = append(out.entries, mapEntry{setNoEndpointIPs, key, "", label})
+			out.entries = append(out.entries, mapEntry{mapName: setNoEndpointIPs, key: key, comment: label})
 			continue
 		case own.cluster != "":
-			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, "goto " + own.cluster, label})
+			out.entries = append(out.entries, mapEntry{mapServiceIPs, key, entryValue{chain: own.cluster}, label})
 		default:
-			pick := out.pick(pickCluster, p, p.Endpoints, fam)
-			out.entries = append(out.entries, mapEntry{setClusterPorts, key, "", label}, mapEntry{pick, key, "", ""})
+			pick := out.pick(pickCluster, p, p.Endpoints)
+			out.entries = append(out.entries, mapEntry{mapName: setClusterPorts, key: key, comment: label}, mapEntry{mapName: pick, key: key})
 		}
-		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []string{ip.String(), port}, p.Endpoints)
+		out.entries = appendPicks(out.entries, sharedMapName(pickCluster, p.Protocol), []ruleset.Value{ruleset.Addr(ip), port}, p.Endpoints)
 	}
 	if p.NodePort == 0 {
 		return
 	}
-	key := []string{proto, strconv.Itoa(int(p.NodePort))}
+	nodePort := ruleset.Port(p.NodePort)
+	key := keyOf(proto, nodePort)
 	kind, external := externalPick(p)
 	switch {
 	case len(external) > 0:
 		target := own.external
 		if target == "" {
-			target = out.pick(kind, p, external, fam)
+			target = out.pick(kind, p, external)
 		}
-		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, "goto " + target, label})
-		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), key[1:], external)
+		out.entries = append(out.entries, mapEntry{mapServiceNodePorts, key, entryValue{chain: target}, label})
+		out.entries = appendPicks(out.entries, sharedMapName(kind, p.Protocol), []ruleset.Value{nodePort}, external)
 	case p.ExternalLocal && len(p.Endpoints) > 0:
 		// Endpoints exist elsewhere: dropping lets the client's load balancer health check move
 		// it to another node, as kube-proxy does.
-		out.entries = append(out.entries, mapEntry{setNoLocalPorts, key, "", label})
+		out.entries = append(out.entries, mapEntry{mapName: setNoLocalPorts, key: key, comment: label})
 	default:
-		out.entries = append(out.entries, mapEntry{setNoEndpointPorts, key, "", label})
+		out.entries = append(out.entries, mapEntry{mapName: setNoEndpointPorts, key: key, comment: label})
 	}
 }
 
@@ -170,37 +169,31 @@ func externalPick(p Port) (pickKind, []Endpoint) {
 }
 
 // pick returns the name of the pick chain for eps, noting it among the chains the Service needs.
-func (o *serviceObjects) pick(kind pickKind, p Port, eps []Endpoint, fam family) string {
-	c := pickChain(kind, p.Protocol, totalWeight(eps), fam)
+func (o *serviceObjects) pick(kind pickKind, p Port, eps []Endpoint) string {
+	name := pickChainName(kind, p.Protocol, totalWeight(eps))
 	for _, have := range o.picks {
-		if have.name == c.name {
-			return c.name
+		if have.name == name {
+			return name
 		}
 	}
-	o.picks = append(o.picks, c)
-	return c.name
+	o.picks = append(o.picks, pickChain(kind, p.Protocol, totalWeight(eps)))
+	return name
 }
 
 // appendPicks adds the elements key . i -> endpoint: an endpoint of weight w fills w consecutive
 // indexes, so numgen, picking one index uniformly, sends it w of every N new connections.
-func appendPicks(entries []mapEntry, mapName string, key []string, eps []Endpoint) []mapEntry {
+func appendPicks(entries []mapEntry, mapName string, key []ruleset.Value, eps []Endpoint) []mapEntry {
 	i := 0
 	for _, ep := range eps {
-		value := ep.Addr.Addr().String() + " . " + strconv.Itoa(int(ep.Addr.Port()))
+		value := entryValue{endpoint: netip.AddrPortFrom(ep.Addr.Addr(), ep.Addr.Port())}
 		for range max(ep.Weight, 1) {
-			k := append(append(make([]string, 0, len(key)+1), key...), strconv.Itoa(i))
+			k := keyOf(append(append(make([]ruleset.Value, 0, 3), key...), ruleset.Index(i))...)
 			entries = append(entries, mapEntry{mapName: mapName, key: k, value: value})
 			i++
 		}
 	}
 	return entries
 }
-
-// clusterPortKey is the type of the maps and sets keyed by a cluster IP port (service-ips,
-// cluster-ports, each cluster pick chain's set), and clusterPortMatch the packet fields a rule
-// looks them up by.
-func clusterPortKey(fam family) string   { return fam.addrType + " . inet_proto . inet_service" }
-func clusterPortMatch(fam family) string { return fam.selector + " daddr . meta l4proto . th dport" }
 
 // isClusterPick tells a cluster IP pick chain, which has a set of the same name, from the others.
 func isClusterPick(name string) bool {
@@ -210,7 +203,7 @@ func isClusterPick(name string) bool {
 // writePick adds a pick chain and, for a cluster IP one, the set of ports that lead to it.
 func writePick(tx *txn, c chainContent, fam family) {
 	if isClusterPick(c.name) {
-		tx.Add(&knftables.Set{Name: c.name, Type: clusterPortKey(fam)})
+		tx.Add(&ruleset.Set{Name: c.name, Key: clusterPortKey(fam)})
 	}
 	writeChain(tx, c)
 }
@@ -218,14 +211,13 @@ func writePick(tx *txn, c chainContent, fam family) {
 // writeDispatch writes the cluster-dispatch rules: the masquerade every cluster IP pick needs,
 // then one rule for each cluster pick chain in use (names, sorted); after a flush of the old
 // ones when flush is set.
-func writeDispatch(tx *txn, names []string, fam family, flush bool) {
+func writeDispatch(tx *txn, names []string, flush bool) {
 	if flush {
-		tx.Flush(&knftables.Chain{Name: chainClusterDispatch})
+		tx.Flush(&ruleset.Chain{Name: chainClusterDispatch})
 	}
-	tx.Add(&knftables.Rule{Chain: chainClusterDispatch, Rule: "jump " + chainClusterMasq})
+	tx.Add(&ruleset.Rule{Chain: chainClusterDispatch, Stmts: stmts(jump(chainClusterMasq))})
 	for _, name := range names {
-		tx.Add(&knftables.Rule{Chain: chainClusterDispatch,
-			Rule: clusterPortMatch(fam) + " @" + name + " goto " + name})
+		tx.Add(&ruleset.Rule{Chain: chainClusterDispatch, Stmts: stmts(lookup(name, clusterPortFields...), goTo(name))})
 	}
 }
 
@@ -242,8 +234,8 @@ func clusterPicksInUse(refs map[string]int) []string {
 
 // writeChain adds a chain and its rules.
 func writeChain(tx *txn, c chainContent) {
-	tx.Add(&knftables.Chain{Name: c.name})
+	tx.Add(&ruleset.Chain{Name: c.name})
 	for _, r := range c.rules {
-		tx.Add(&knftables.Rule{Chain: c.name, Rule: r})
+		tx.Add(&ruleset.Rule{Chain: c.name, Stmts: r})
 	}
 }

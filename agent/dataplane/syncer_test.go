@@ -141,8 +141,8 @@ func TestServiceReturningBeforeItsChainsAreDeleted(t *testing.T) {
 	if got, want := canonicalDump(fake), freshRender(t, services, Options{}); got != want {
 		t.Errorf("diff:\n%s", lineDiff(want, got))
 	}
-	if len(s.staleChains) != 0 {
-		t.Errorf("stale chains left: %v", s.staleChains)
+	if len(s.state.staleChains) != 0 {
+		t.Errorf("stale chains left: %v", s.state.staleChains)
 	}
 }
 
@@ -197,7 +197,7 @@ func TestFailedSyncLeavesMemoryAndTableUntouched(t *testing.T) {
 	if fake.Dump() != before {
 		t.Error("a failed transaction changed the table")
 	}
-	if rec := s.written["ns/s01"]; rec.fingerprint == fingerprint(&changed[1]) || rec.raw == s.hasher.digest(&changed[1]) {
+	if rec := s.state.written["ns/s01"]; rec.fingerprint == fingerprint(&changed[1]) || rec.raw == s.scratch.hasher.digest(&changed[1]) {
 		t.Error("memory recorded the change that failed")
 	}
 

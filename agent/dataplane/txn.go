@@ -4,55 +4,42 @@ import (
 	"context"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/nftext"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
-// opVerb is what an operation does to its object.
-type opVerb int
+// txn collects a sync's operations, in order, before a Backend applies them all at once.
+type txn struct{ ops []ruleset.Op }
 
-const (
-	opAdd opVerb = iota
-	opDelete
-	opFlush
-)
-
-// op is one operation of a sync's transaction.
-type op struct {
-	verb opVerb
-	obj  knftables.Object
+func (t *txn) Add(obj ruleset.Object) { t.ops = append(t.ops, ruleset.Op{Verb: ruleset.Add, Obj: obj}) }
+func (t *txn) Delete(obj ruleset.Object) {
+	t.ops = append(t.ops, ruleset.Op{Verb: ruleset.Delete, Obj: obj})
 }
-
-// txn collects a sync's operations, in order, before a Backend applies them all at once. The
-// Syncer plans with knftables' object types; a Backend decides how they reach the kernel.
-type txn struct{ ops []op }
-
-func (t *txn) Add(obj knftables.Object)    { t.ops = append(t.ops, op{opAdd, obj}) }
-func (t *txn) Delete(obj knftables.Object) { t.ops = append(t.ops, op{opDelete, obj}) }
-func (t *txn) Flush(obj knftables.Object)  { t.ops = append(t.ops, op{opFlush, obj}) }
+func (t *txn) Flush(obj ruleset.Object) {
+	t.ops = append(t.ops, ruleset.Op{Verb: ruleset.Flush, Obj: obj})
+}
 
 // Backend applies a sync's operations to the fleetslice table of one family as one atomic
 // transaction: all of them or, on error, none. It is the seam between planning (the Syncer)
 // and the kernel: knftables (the nft program, or knftables' in-memory fake for tests and dry
-// runs) or netlink (NewNetlinkBackend).
+// runs) or netlink (NewNetlinkBackend). Both are given the same ruleset values and translate
+// them their own way.
 type Backend interface {
-	apply(ctx context.Context, ops []op) error
-	// clients lists the entries of an affinity map (see forget.go).
+	apply(ctx context.Context, ops []ruleset.Op) error
+	// clients lists the entries of an affinity map (see forget.go); the Syncer reads them
+	// before it plans, never while.
 	clients(ctx context.Context, mapName string) ([]clientEntry, error)
 }
 
 // knftablesBackend runs operations as one knftables transaction.
-type knftablesBackend struct{ nft knftables.Interface }
+type knftablesBackend struct {
+	nft knftables.Interface
+	fam ruleset.Family
+}
 
-func (k knftablesBackend) apply(ctx context.Context, ops []op) error {
+func (k knftablesBackend) apply(ctx context.Context, ops []ruleset.Op) error {
 	tx := k.nft.NewTransaction()
-	for _, o := range ops {
-		switch o.verb {
-		case opAdd:
-			tx.Add(o.obj)
-		case opDelete:
-			tx.Delete(o.obj)
-		case opFlush:
-			tx.Flush(o.obj)
-		}
-	}
+	nftext.Transaction(tx, k.fam, ops)
 	return k.nft.Run(ctx, tx)
 }

@@ -1,0 +1,164 @@
+package dataplane
+
+import (
+	"time"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
+)
+
+// planFull deletes and recreates the table. "add; delete; add" works
+// whether or not the table exists, and dropping it removes every leftover
+// object, which a flush would keep. It reads st only to count the Services that go.
+func (pl *planner) planFull(st *state, desired []desiredService) *plan {
+	sortByKey(desired) // the same input always gives the same transaction
+	tx := &txn{}
+	tx.Add(&ruleset.Table{})
+	tx.Delete(&ruleset.Table{})
+	tx.Add(&ruleset.Table{Comment: "fleetslice node agent: Service load balancing"})
+	writeBase(tx, pl.fam, &pl.opts)
+
+	next := newState()
+	rendered := make([]serviceObjects, len(desired))
+	for i := range desired {
+		rendered[i] = renderService(&desired[i].svc, pl.fam)
+		// Pick chains before any element: a chain that starts using a map makes the kernel
+		// walk the map's elements (see pick.go).
+		for _, c := range rendered[i].picks {
+			if next.pickRefs[c.name]++; next.pickRefs[c.name] == 1 {
+				writePick(tx, c, pl.fam)
+			}
+		}
+	}
+	writeDispatch(tx, clusterPicksInUse(next.pickRefs), false)
+	pl.writeFullServices(tx, &next, desired, rendered)
+	return &plan{ops: tx.ops, changed: len(desired), removed: countRemoved(st.written, desired), pending: &pending{full: &next}}
+}
+
+// writeFullServices writes every Service's chains, then their maps and rules and the record
+// chains, then every element, and fills next with what they wrote.
+func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredService, rendered []serviceObjects) {
+	never := func(string) bool { return false }
+	// Every chain before any content: see writeServiceChains.
+	for i := range desired {
+		writeServiceChains(tx, &rendered[i], never)
+	}
+	var affinity []affinityMap
+	for i := range desired {
+		affinity = append(affinity, rendered[i].affinity...)
+	}
+	recordPlan := next.records.plan(nil, affinity)
+	recordChains := next.records.created(recordPlan)
+	for _, c := range recordChains {
+		tx.Add(&ruleset.Chain{Name: c.name})
+	}
+	for i := range desired {
+		writeServiceContent(tx, &rendered[i], pl.fam)
+	}
+	for _, c := range recordChains { // they name the maps just written
+		for _, r := range c.rules {
+			tx.Add(&ruleset.Rule{Chain: c.name, Stmts: r})
+		}
+	}
+	for _, rc := range recordPlan.changes {
+		tx.Add(rc.element())
+	}
+	next.records.apply(recordPlan) // next is not the Syncer's yet
+	hairpinKeys := map[string]hairpinKey{}
+	for i := range desired {
+		d, objs := &desired[i], &rendered[i]
+		for _, e := range objs.entries {
+			tx.Add(e.element())
+		}
+		for _, k := range objs.hairpin {
+			id := k.id()
+			next.hairpinRefs[id]++
+			hairpinKeys[id] = k
+		}
+		rec := newRecord(d, objs)
+		rec.slot = next.slots.take()
+		next.written[d.key] = rec
+		for _, c := range rec.claims {
+			next.claimOwners[c] = d.key
+		}
+	}
+	for _, id := range sortedKeys(hairpinKeys) {
+		tx.Add(hairpinKeys[id].element())
+	}
+}
+
+func countRemoved(written map[string]*serviceRecord, desired []desiredService) int {
+	still := 0
+	for _, d := range desired {
+		if written[d.key] != nil {
+			still++
+		}
+	}
+	return len(written) - still
+}
+
+func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
+	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
+		affinity: objs.affinity, entries: objs.entries, hairpin: objs.hairpin}
+	for _, c := range objs.picks {
+		rec.picks = append(rec.picks, c.name)
+	}
+	rec.chains = make([]string, len(objs.chains))
+	rec.chainSums = make([]uint64, len(objs.chains))
+	for i, c := range objs.chains {
+		rec.chains[i], rec.chainSums[i] = c.name, c.sum()
+	}
+	return rec
+}
+
+// pending is what a planned sync leaves in memory once the backend applied its transaction:
+// a whole new state (full), or the edits of an incremental sync.
+type pending struct {
+	full *state
+	// raw holds Services whose input differs from what was written only in order: the next
+	// sync skips them at once.
+	raw         map[string]uint64
+	changes     []change
+	edits       bool // the fields below replace state's
+	hairpinRefs map[string]int
+	pickRefs    map[string]int
+	staleChains map[string]time.Time
+	forgetDue   map[string]forgetDue
+	records     recordPlan
+}
+
+// commit makes p the state; it runs only after the backend applied p's transaction.
+func (st *state) commit(p *pending) {
+	if p.full != nil {
+		*st = *p.full
+		return
+	}
+	for key, raw := range p.raw {
+		st.written[key].raw = raw
+	}
+	for _, c := range p.changes {
+		if c.old == nil {
+			continue
+		}
+		for _, cl := range c.old.claims {
+			if st.claimOwners[cl] == c.key {
+				delete(st.claimOwners, cl)
+			}
+		}
+		st.slots.give(c.old.slot)
+	}
+	for _, c := range p.changes {
+		if c.rec == nil {
+			delete(st.written, c.key)
+			continue
+		}
+		c.rec.slot = st.slots.take()
+		st.written[c.key] = c.rec
+		for _, cl := range c.rec.claims {
+			st.claimOwners[cl] = c.key
+		}
+	}
+	if p.edits {
+		st.hairpinRefs, st.pickRefs, st.staleChains, st.forgetDue = p.hairpinRefs, p.pickRefs, p.staleChains, p.forgetDue
+		st.records.apply(p.records)
+	}
+}

@@ -1,0 +1,264 @@
+package netlinkenc
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
+)
+
+// SetDef is the type of a set or map, as needed to encode its elements.
+type SetDef struct {
+	Key      []nftables.SetDatatype
+	Data     []nftables.SetDatatype // nil for a set and a verdict map
+	Verdict  bool
+	Interval bool
+}
+
+var datatypes = map[ruleset.Type]nftables.SetDatatype{
+	ruleset.IPv4Addr: nftables.TypeIPAddr, ruleset.IPv6Addr: nftables.TypeIP6Addr,
+	ruleset.InetProto: nftables.TypeInetProto, ruleset.InetService: nftables.TypeInetService,
+}
+
+// Def is the type of s.
+func Def(fam ruleset.Family, s *ruleset.Set) (*SetDef, error) {
+	d := &SetDef{}
+	if len(s.KeyOf) > 0 {
+		for _, f := range s.KeyOf {
+			t, err := fieldType(fam, f, true)
+			if err != nil {
+				return nil, err
+			}
+			if t == nftables.TypeInteger && len(s.KeyOf) > 1 {
+				// nft writes a typeof declaration into the set's userdata, which google/nftables
+				// cannot; without it nft cannot size an integer inside a concatenation and fails
+				// to list the map. A mark is the same 32-bit host-order number, with a size nft
+				// knows.
+				t = nftables.TypeMark
+			}
+			d.Key = append(d.Key, t)
+		}
+		for _, f := range s.DataOf {
+			t, err := fieldType(fam, f, false)
+			if err != nil {
+				return nil, err
+			}
+			d.Data = append(d.Data, t)
+		}
+	} else {
+		for _, t := range s.Key {
+			dt, ok := datatypes[t]
+			if !ok {
+				return nil, fmt.Errorf("unsupported key type %d", t)
+			}
+			d.Key = append(d.Key, dt)
+		}
+		if len(s.Data) == 1 && s.Data[0] == ruleset.VerdictType {
+			d.Verdict = true
+		} else {
+			for _, t := range s.Data {
+				dt, ok := datatypes[t]
+				if !ok {
+					return nil, fmt.Errorf("unsupported data type %d", t)
+				}
+				d.Data = append(d.Data, dt)
+			}
+		}
+	}
+	if len(d.Key) == 0 {
+		return nil, fmt.Errorf("no key type")
+	}
+	for _, f := range s.Flags {
+		d.Interval = d.Interval || f == ruleset.Interval
+	}
+	return d, nil
+}
+
+// fieldType is the datatype of a field in a typeof declaration; a numgen value only in a key.
+func fieldType(fam ruleset.Family, f ruleset.Field, key bool) (nftables.SetDatatype, error) {
+	switch {
+	case f.Kind == ruleset.DAddr && fam == ruleset.IPv6:
+		return nftables.TypeIP6Addr, nil
+	case f.Kind == ruleset.DAddr:
+		return nftables.TypeIPAddr, nil
+	case f.Kind == ruleset.L4Proto:
+		return nftables.TypeInetProto, nil
+	case f.Kind == ruleset.THDport || f.Kind == ruleset.Dport:
+		return nftables.TypeInetService, nil
+	case key && f.Kind == ruleset.Numgen:
+		return nftables.TypeInteger, nil
+	}
+	return nftables.SetDatatype{}, fmt.Errorf("unsupported typeof field %+v", f)
+}
+
+func concat(types []nftables.SetDatatype) (nftables.SetDatatype, error) {
+	if len(types) == 1 {
+		return types[0], nil
+	}
+	return nftables.ConcatSetType(types...)
+}
+
+// Describe fills the type fields of s.
+func (d *SetDef) Describe(s *nftables.Set) error {
+	var err error
+	if s.KeyType, err = concat(d.Key); err != nil {
+		return err
+	}
+	s.Concatenation = len(d.Key) > 1
+	s.Interval = d.Interval
+	if d.Key[0] == nftables.TypeInteger {
+		s.KeyByteOrder = binaryutil.NativeEndian
+	}
+	switch {
+	case d.Verdict:
+		s.IsMap, s.DataType = true, nftables.TypeVerdict
+	case d.Data != nil:
+		s.IsMap = true
+		s.DataType, err = concat(d.Data)
+	}
+	return err
+}
+
+// Set describes s as google/nftables declares it, with its flags and timeout.
+func Set(fam ruleset.Family, table *nftables.Table, s *ruleset.Set) (*nftables.Set, *SetDef, error) {
+	d, err := Def(fam, s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	out := &nftables.Set{Table: table, Name: s.Name}
+	for _, f := range s.Flags {
+		switch f {
+		case ruleset.Interval:
+		case ruleset.Dynamic:
+			out.Dynamic = true
+		case ruleset.HasTimeout:
+			out.HasTimeout = true
+		default:
+			return nil, nil, fmt.Errorf("set %s: unsupported flag %d", s.Name, f)
+		}
+	}
+	if s.Timeout != 0 {
+		out.HasTimeout, out.Timeout = true, s.Timeout
+	}
+	if err := d.Describe(out); err != nil {
+		return nil, nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	return out, d, nil
+}
+
+// Encode turns one element into what the kernel stores; an interval element (a prefix) becomes
+// its start and the end that follows it. A deleted element needs only its key (keyOnly).
+func (d *SetDef) Encode(e *ruleset.Element, keyOnly bool) ([]nftables.SetElement, error) {
+	if d.Interval {
+		if len(e.Key) != 1 || len(d.Key) != 1 || e.Key[0].Kind != ruleset.PrefixValue {
+			return nil, fmt.Errorf("interval element %+v", e.Key)
+		}
+		p := e.Key[0].Prefix().Masked()
+		out := []nftables.SetElement{{Key: p.Addr().AsSlice()}}
+		if end, ok := prefixEnd(p); ok {
+			out = append(out, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+		return out, nil
+	}
+	k, err := encodeFields(d.Key, e.Key)
+	if err != nil {
+		return nil, err
+	}
+	el := nftables.SetElement{Key: k}
+	if keyOnly || (!d.Verdict && d.Data == nil) {
+		return []nftables.SetElement{el}, nil
+	}
+	if d.Verdict {
+		if e.Verdict == nil {
+			return nil, fmt.Errorf("verdict map element %+v without a verdict", e.Key)
+		}
+		el.VerdictData, err = verdict(e.Verdict)
+		return []nftables.SetElement{el}, err
+	}
+	el.Val, err = encodeFields(d.Data, e.Value)
+	return []nftables.SetElement{el}, err
+}
+
+func verdict(v *ruleset.Verdict) (*expr.Verdict, error) {
+	switch v.Kind {
+	case ruleset.Goto:
+		return &expr.Verdict{Kind: expr.VerdictGoto, Chain: v.Chain}, nil
+	case ruleset.Jump:
+		return &expr.Verdict{Kind: expr.VerdictJump, Chain: v.Chain}, nil
+	case ruleset.Drop:
+		return &expr.Verdict{Kind: expr.VerdictDrop}, nil
+	}
+	return nil, fmt.Errorf("unsupported verdict %d", v.Kind)
+}
+
+// encodeFields encodes a concatenation, each field padded to 4 bytes; a lone field keeps its
+// size.
+func encodeFields(types []nftables.SetDatatype, vals []ruleset.Value) ([]byte, error) {
+	if len(vals) != len(types) {
+		return nil, fmt.Errorf("%d fields for %d types", len(vals), len(types))
+	}
+	var out []byte
+	for i, t := range types {
+		b, err := encodeField(t, vals[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+		if len(types) > 1 {
+			for len(out)%4 != 0 {
+				out = append(out, 0)
+			}
+		}
+	}
+	return out, nil
+}
+
+func encodeField(t nftables.SetDatatype, v ruleset.Value) ([]byte, error) {
+	switch {
+	case (t == nftables.TypeIPAddr || t == nftables.TypeIP6Addr) && v.Kind == ruleset.AddrValue:
+		if b := v.Addr.AsSlice(); uint32(len(b)) == t.Bytes {
+			return b, nil
+		}
+	case t == nftables.TypeInetProto && v.Kind == ruleset.ProtoValue:
+		return []byte{byte(v.Num)}, nil
+	case t == nftables.TypeInetService && v.Kind == ruleset.PortValue:
+		return binaryutil.BigEndian.PutUint16(uint16(v.Num)), nil
+	case (t == nftables.TypeInteger || t == nftables.TypeMark) && v.Kind == ruleset.IndexValue:
+		return binaryutil.NativeEndian.PutUint32(v.Num), nil
+	}
+	return nil, fmt.Errorf("bad %s %+v", t.Name, v)
+}
+
+// Decode reads an address or a port as the kernel stores it in a map.
+func Decode(t nftables.SetDatatype, b []byte) (ruleset.Value, error) {
+	if uint32(len(b)) < t.Bytes {
+		return ruleset.Value{}, fmt.Errorf("%d bytes for a %s", len(b), t.Name)
+	}
+	switch t {
+	case nftables.TypeIPAddr, nftables.TypeIP6Addr:
+		a, _ := netip.AddrFromSlice(b[:t.Bytes])
+		return ruleset.Addr(a), nil
+	case nftables.TypeInetService:
+		return ruleset.Port(binaryutil.BigEndian.Uint16(b)), nil
+	}
+	return ruleset.Value{}, fmt.Errorf("unsupported type %s", t.Name)
+}
+
+// prefixEnd is the first address after p, false when p reaches the end of the address space.
+func prefixEnd(p netip.Prefix) (netip.Addr, bool) {
+	n := new(big.Int).SetBytes(p.Addr().AsSlice())
+	bits := p.Addr().BitLen()
+	n.Add(n, new(big.Int).Lsh(big.NewInt(1), uint(bits-p.Bits())))
+	if n.BitLen() > bits {
+		return netip.Addr{}, false
+	}
+	b := make([]byte, bits/8)
+	n.FillBytes(b)
+	a, _ := netip.AddrFromSlice(b)
+	return a, true
+}
