@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -150,5 +151,45 @@ func TestViolationsNamesTheChain(t *testing.T) {
 	}
 	if _, bad := isForbidden("testingx/other"); bad {
 		t.Error("a package that only starts with a forbidden name must not match")
+	}
+}
+
+// TestBinaryHasNoLabSymbols builds the plugin and reads its symbol table: what the linker kept
+// must hold nothing of a forbidden package, with no exception. It backs the one exception
+// above: client-go/testing is listed through gentype, but none of it survives linking.
+func TestBinaryHasNoLabSymbols(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin")
+	}
+	bin := filepath.Join(t.TempDir(), "kubectl-fleetslice")
+	if out, err := exec.Command(goTool(), "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(goTool(), "tool", "nm", bin).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	patterns := make([]*regexp.Regexp, 0, len(forbidden)+1)
+	for _, f := range forbidden {
+		// The package path must start the symbol or follow a non-path character ("*", "[", ","),
+		// so "testing" does not match k8s.io/client-go/testing's own symbols twice or a "mytesting".
+		patterns = append(patterns, regexp.MustCompile(`(^|[^A-Za-z0-9_./-])`+regexp.QuoteMeta(strings.TrimSuffix(f.prefix, "/"))+`[./]`))
+	}
+	patterns = append(patterns, regexp.MustCompile(`/fake\.`))
+	found := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			continue
+		}
+		sym := strings.Join(fields[2:], " ")
+		for _, p := range patterns {
+			if p.MatchString(sym) {
+				found[p.String()]++
+				if found[p.String()] == 1 {
+					t.Errorf("the plugin binary holds %s (matched %s)", sym, p)
+				}
+			}
+		}
 	}
 }
