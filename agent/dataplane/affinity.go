@@ -56,7 +56,7 @@ type ownChains struct{ cluster, external string }
 
 // renderAffinityChains adds a port's own chains and client maps (see above); renderPort leads
 // the port's traffic to them.
-func renderAffinityChains(out *serviceObjects, svc *Service, p Port, _ family) ownChains {
+func renderAffinityChains(out *serviceObjects, svc *Service, p Port) ownChains {
 	var own ownChains
 	clients := affinityMap{addr: affinityMapName(svc, p, false), port: affinityPortMapName(svc, p, false),
 		proto: p.Protocol, endpoints: endpointValues(p.Endpoints)}

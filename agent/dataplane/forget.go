@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,11 +211,11 @@ func parseClient(key, value []string) (clientEntry, error) {
 	if a, err := netip.ParseAddr(v); err == nil {
 		return clientEntry{client, ruleset.Addr(a)}, nil
 	}
-	var port uint16
-	if _, err := fmt.Sscanf(v, "%d", &port); err != nil {
+	port, err := strconv.ParseUint(v, 10, 16)
+	if err != nil {
 		return clientEntry{}, fmt.Errorf("entry %q : %q: %w", k, v, err)
 	}
-	return clientEntry{client, ruleset.Port(port)}, nil
+	return clientEntry{client, ruleset.Port(uint16(port))}, nil
 }
 
 // clients lists an affinity map over netlink.

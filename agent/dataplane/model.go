@@ -1,6 +1,6 @@
 // Package dataplane programs the node agent's Service load balancing into the
-// kernel with nftables, through sigs.k8s.io/knftables, inside a table of its
-// own ("fleetslice") that it never shares with anyone.
+// kernel with nftables, inside a table of its own ("fleetslice") that it never
+// shares with anyone.
 //
 // Every sync is one nftables transaction, so the kernel never sees a
 // half-written table (the lesson of per-rule iptables updates fighting over
@@ -8,6 +8,11 @@
 // and map elements of Services whose content changed and never list the
 // table: the Syncer remembers what it wrote. A full sync deletes and rebuilds
 // the whole table in one transaction, which repairs any drift.
+//
+// A sync plans a transaction as ruleset values (package ruleset) from what the
+// Syncer remembers and what it read from the kernel beforehand, and the
+// backend translates them: to nft's language through sigs.k8s.io/knftables
+// (package nftext), or to netlink messages (package netlinkenc).
 //
 // The caller converts Kubernetes objects into the plain Service model below,
 // choosing the endpoints with package agent/selection.

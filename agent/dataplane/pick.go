@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"net/netip"
 	"strconv"
 	"strings"
 
@@ -119,7 +118,7 @@ func writeSharedMaps(tx *txn) {
 func renderPort(out *serviceObjects, svc *Service, p Port, fam family) {
 	var own ownChains
 	if svc.AffinityTimeout > 0 {
-		own = renderAffinityChains(out, svc, p, fam)
+		own = renderAffinityChains(out, svc, p)
 	}
 	proto, port := ruleset.Proto(rsProto(p.Protocol)), ruleset.Port(p.Port)
 	label := portComment(svc, p)
@@ -185,7 +184,7 @@ func (o *serviceObjects) pick(kind pickKind, p Port, eps []Endpoint) string {
 func appendPicks(entries []mapEntry, mapName string, key []ruleset.Value, eps []Endpoint) []mapEntry {
 	i := 0
 	for _, ep := range eps {
-		value := entryValue{endpoint: netip.AddrPortFrom(ep.Addr.Addr(), ep.Addr.Port())}
+		value := entryValue{endpoint: ep.Addr}
 		for range max(ep.Weight, 1) {
 			k := keyOf(append(append(make([]ruleset.Value, 0, 3), key...), ruleset.Index(i))...)
 			entries = append(entries, mapEntry{mapName: mapName, key: k, value: value})

@@ -5,7 +5,6 @@ package netlinkenc
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -209,9 +208,9 @@ func (c *compiler) nat() *expr.NAT {
 func (c *compiler) dnatPick(s *ruleset.DNATPick) {
 	nat := c.nat()
 	offset := c.loadConcat(s.Fields)
-	addrLen := uint32(len(netip.IPv4Unspecified().AsSlice()))
+	addrLen := uint32(4)
 	if c.fam == ruleset.IPv6 {
-		addrLen = uint32(len(netip.IPv6Unspecified().AsSlice()))
+		addrLen = 16
 	}
 	nat.RegProtoMin = register(addrLen)
 	c.emit(&expr.Numgen{Register: register(offset), Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
