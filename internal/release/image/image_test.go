@@ -53,7 +53,7 @@ func TestImagesAreReproducibleAndRunFromTheirRootFS(t *testing.T) {
 		t.Skip("builds both images")
 	}
 	testutil.RequireKernel(t, "running the images' entrypoints with chroot in a network namespace", chrootMissing())
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,7 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		name string
 		run  func(context.Context) error
 	}{
+		{"write floors", f.floors},
 		{"bulk start", f.bulkStart},
 		{"restart", f.restart},
 		{"propagation", f.propagate},

@@ -32,6 +32,10 @@ type fleetResult struct {
 	// set was quiet again.
 	Bulk       time.Duration
 	BulkWrites []apimetrics.Writes
+	// BulkFloor and JoinFloor are the API servers' write floors of the bulk start and of a
+	// member joining: the time plain clients without a rate limit take to write the same
+	// objects (floor.go).
+	BulkFloor, JoinFloor time.Duration
 	// RestartWrites are the writes other than Lease renewals after every manager restarted with
 	// nothing changed; RestartLeaseWrites the renewals meanwhile.
 	RestartWrites      []apimetrics.Writes
@@ -62,6 +66,17 @@ type fleetResult struct {
 	// small machine running everything, it tells which part the time went to.
 	ManagersCPU, MemberAPIServersCPU, MemberEtcdsCPU time.Duration
 	Wall                                             time.Duration
+}
+
+// floors measures the write floors of the bulk start and of the last member joining, before
+// any manager runs.
+func (f *fleet) floors(ctx context.Context) error {
+	var err error
+	if f.res.BulkFloor, err = f.measureFloor(ctx, "floor-bulk", bulkFloor(f.o.members)); err != nil {
+		return err
+	}
+	f.res.JoinFloor, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1))
+	return err
 }
 
 // clusters are the broker and the members, in the order of the write snapshots.

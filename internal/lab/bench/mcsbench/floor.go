@@ -1,0 +1,259 @@
+package mcsbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+)
+
+// floorWriters is how many requests each API server is sent at once while the floor is timed:
+// enough to keep a control plane on this machine busy, as the managers' workers together do.
+const floorWriters = 16
+
+// floorWork is what one converged set holds for its imports, counted per API server: a write
+// floor is the time these writes take from plain clients without a rate limit.
+type floorWork struct {
+	// exporters lists, per member, the members whose exports it imports (its imported slices
+	// and ServiceImport status name them); exporting says which members export (their records,
+	// slice copies and export status).
+	exporters [][]int
+	exporting []bool
+	// importsExist marks members whose ServiceImports and derived Services exist already (a
+	// peer of a joining member): they only add the newcomer's slices.
+	importsExist []bool
+}
+
+// bulkFloor is the converged set of a bulk start: every member imports every member's export.
+func bulkFloor(members int) floorWork {
+	w := floorWork{exporting: make([]bool, members), importsExist: make([]bool, members)}
+	all := make([]int, members)
+	for m := range members {
+		all[m], w.exporting[m] = m, true
+	}
+	for range members {
+		w.exporters = append(w.exporters, all)
+	}
+	return w
+}
+
+// joinFloor is what a member joining a running set makes the set write: its own imports of
+// every member's exports, its exports in the broker and their status, and each peer's imported
+// slice of them. The peers' status updates are left out, so the floor is, if anything, low.
+func joinFloor(members, joiner int) floorWork {
+	w := floorWork{exporting: make([]bool, members), importsExist: make([]bool, members)}
+	all := make([]int, members)
+	for m := range members {
+		all[m] = m
+		w.importsExist[m] = m != joiner
+	}
+	w.exporting[joiner] = true
+	for m := range members {
+		if m == joiner {
+			w.exporters = append(w.exporters, all)
+		} else {
+			w.exporters = append(w.exporters, []int{joiner})
+		}
+	}
+	return w
+}
+
+// measureFloor creates, in a namespace of its own in every API server, the objects of work for
+// every Service, all API servers at once, and returns how long that took. It runs while no
+// manager does (they would import, or tear down, what it writes) and deletes what it wrote
+// afterwards, untimed.
+func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWork) (time.Duration, error) {
+	clusters := f.clusters()
+	clients := make([]client.Client, len(clusters))
+	for i, c := range clusters {
+		cfg := rest.CopyConfig(c.Config)
+		cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+		var err error
+		if clients[i], err = client.New(cfg, client.Options{Scheme: c.Client.Scheme()}); err != nil {
+			return 0, err
+		}
+		if err := clients[i].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreAlreadyExists(err) != nil {
+			return 0, err
+		}
+	}
+	exports, err := f.floorExports(ctx, clients[1:], namespace, work)
+	if err != nil {
+		return 0, err
+	}
+	began := time.Now()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i := range clusters {
+		jobs := f.brokerFloorJobs(namespace, work)
+		if i > 0 {
+			jobs = f.memberFloorJobs(namespace, work, i-1, exports[i-1])
+		}
+		wg.Go(func() { errs[i] = runJobs(ctx, clients[i], jobs) })
+	}
+	wg.Wait()
+	took := time.Since(began)
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	f.logf("write floor in %s: %s", namespace, took.Round(time.Millisecond))
+	return took, cleanFloor(ctx, clients, namespace)
+}
+
+// floorExports creates, untimed, the ServiceExports whose status the floor writes: they are
+// the user's objects, not fleetslice's.
+func (f *fleet) floorExports(ctx context.Context, members []client.Client, namespace string, work floorWork) ([][]*mcsv1beta1.ServiceExport, error) {
+	out := make([][]*mcsv1beta1.ServiceExport, len(members))
+	for m, c := range members {
+		if !work.exporting[m] {
+			continue
+		}
+		for i := range f.o.services {
+			e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fleetService(i)}}
+			if err := c.Create(ctx, e); err != nil {
+				return nil, err
+			}
+			out[m] = append(out[m], e)
+		}
+	}
+	return out, nil
+}
+
+type floorJob func(ctx context.Context, c client.Client) error
+
+func runJobs(ctx context.Context, c client.Client, jobs []floorJob) error {
+	next := make(chan floorJob)
+	errs := make([]error, floorWriters)
+	var wg sync.WaitGroup
+	for w := range floorWriters {
+		wg.Go(func() {
+			for job := range next {
+				if errs[w] == nil {
+					errs[w] = job(ctx, c)
+				}
+			}
+		})
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// memberFloorJobs are member m's writes: per Service the derived Service, the ServiceImport and
+// its status, one imported slice per exporter, and its own export's status.
+func (f *fleet) memberFloorJobs(namespace string, work floorWork, m int, exports []*mcsv1beta1.ServiceExport) []floorJob {
+	var jobs []floorJob
+	for i := range f.o.services {
+		name := fleetService(i)
+		if !work.importsExist[m] {
+			jobs = append(jobs, f.importFloorJob(namespace, work.exporters[m], name))
+		}
+		for _, e := range work.exporters[m] {
+			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
+				s := fleetSlice(name, memberAddress(e, i, 0))
+				s.Namespace, s.Name = namespace, fmt.Sprintf("%s-%s", name, f.set.IDs[e])
+				return c.Create(ctx, s)
+			})
+		}
+		if work.exporting[m] {
+			export := exports[i]
+			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
+				export.Status.Conditions = []metav1.Condition{
+					{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: metav1.Now()},
+					{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Exported", LastTransitionTime: metav1.Now()},
+					{Type: "Conflict", Status: metav1.ConditionFalse, Reason: "NoConflicts", LastTransitionTime: metav1.Now()},
+				}
+				return c.Status().Update(ctx, export)
+			})
+		}
+	}
+	return jobs
+}
+
+// importFloorJob writes one import: the derived Service, then the ServiceImport with its IPs,
+// then its status naming the exporters.
+func (f *fleet) importFloorJob(namespace string, exporters []int, name string) floorJob {
+	return func(ctx context.Context, c client.Client) error {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "derived-" + name},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		if err := c.Create(ctx, svc); err != nil {
+			return err
+		}
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: svc.Spec.ClusterIPs,
+				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+		if err := c.Create(ctx, si); err != nil {
+			return err
+		}
+		for _, e := range exporters {
+			si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
+		}
+		return c.Status().Update(ctx, si)
+	}
+}
+
+// brokerFloorJobs are the broker's writes: every exporter's record and slice copy per Service.
+func (f *fleet) brokerFloorJobs(namespace string, work floorWork) []floorJob {
+	var jobs []floorJob
+	for m, exporting := range work.exporting {
+		if !exporting {
+			continue
+		}
+		id := f.set.IDs[m]
+		for i := range f.o.services {
+			name := fleetService(i)
+			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
+				record := &v1alpha1.ServiceExportRecord{
+					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: id + "." + name},
+					Spec: v1alpha1.ServiceExportRecordSpec{ClusterID: id, ServiceNamespace: fleetNamespace, ServiceName: name,
+						Type: mcsv1beta1.ClusterSetIP, ExportCreationTimestamp: metav1.Now(),
+						Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+				}
+				if err := c.Create(ctx, record); err != nil {
+					return err
+				}
+				s := fleetSlice(name, memberAddress(m, i, 0))
+				s.Namespace, s.Name = namespace, id+"."+name
+				return c.Create(ctx, s)
+			})
+		}
+	}
+	return jobs
+}
+
+// cleanFloor deletes what the floor wrote; light members run no namespace controller, so each
+// kind is deleted by collection.
+func cleanFloor(ctx context.Context, clients []client.Client, namespace string) error {
+	var errs []error
+	for _, c := range clients {
+		for _, obj := range []client.Object{&discoveryv1.EndpointSlice{}, &mcsv1beta1.ServiceImport{}, &mcsv1beta1.ServiceExport{}, &v1alpha1.ServiceExportRecord{}} {
+			// Members have no record type and the broker no multi-cluster types.
+			if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace)); !meta.IsNoMatchError(err) {
+				errs = append(errs, client.IgnoreNotFound(err))
+			}
+		}
+		var services corev1.ServiceList
+		if err := c.List(ctx, &services, client.InNamespace(namespace)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range services.Items {
+			errs = append(errs, client.IgnoreNotFound(c.Delete(ctx, &services.Items[i])))
+		}
+	}
+	return errors.Join(errs...)
+}
