@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
-	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
@@ -26,9 +25,12 @@ func NewNetlinkBackend(f knftables.Family) (Backend, error) {
 	return newNetlinkBackend(f, nil)
 }
 
+// dialFunc answers a batch's messages in place of the kernel (google/nftables' test dial).
+type dialFunc = func(req []netlink.Message) ([]netlink.Message, error)
+
 // newNetlinkBackend is NewNetlinkBackend talking to dial instead of the kernel when dial is set:
 // tests see every message the backend sends.
-func newNetlinkBackend(f knftables.Family, dial nltest.Func) (*netlinkBackend, error) {
+func newNetlinkBackend(f knftables.Family, dial dialFunc) (*netlinkBackend, error) {
 	fam, ok := familyFor(f)
 	if !ok || f == "" {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", f)
@@ -61,7 +63,7 @@ type netlinkBackend struct {
 	model    *tableModel
 	gen      uint32
 	genKnown bool
-	dial     nltest.Func // nil: the kernel
+	dial     dialFunc // nil: the kernel
 }
 
 // batch is one transaction under construction.

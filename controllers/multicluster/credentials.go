@@ -23,7 +23,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 )
 
-// ClusterSetPropertyName is the ClusterProperty `fleetslice join` writes naming the ClusterSet
+// ClusterSetPropertyName is the ClusterProperty `kubectl fleetslice join` writes naming the ClusterSet
 // (KEP-2149): what an operator looks at for this member's membership, so the credentials'
 // events are recorded on it.
 const ClusterSetPropertyName = "clusterset.k8s.io"
@@ -44,7 +44,7 @@ func init() {
 }
 
 // brokerToken is the bearer token every broker request carries. The broker kubeconfig file
-// is a mounted Secret, which the kubelet rewrites when `fleetslice join --renew` replaces it; the
+// is a mounted Secret, which the kubelet rewrites when `kubectl fleetslice join --renew` replaces it; the
 // watcher swaps the token here, so a renewal needs no restart (and so no gap in imports).
 type brokerToken struct{ v atomic.Pointer[string] }
 

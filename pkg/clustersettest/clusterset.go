@@ -84,7 +84,7 @@ type Options struct {
 	// write a Service's EndpointSlices themselves.
 	WithoutEndpointSliceController bool
 	// IDsByFlag lists members given their id as the manager's --cluster-id flag does, without a
-	// ClusterProperty; the others find it in their ClusterProperty, as `fleetslice join`
+	// ClusterProperty; the others find it in their ClusterProperty, as `kubectl fleetslice join`
 	// writes it.
 	IDsByFlag []string
 	// CuttableBrokerLinks routes each member's connection to the broker through a local proxy,

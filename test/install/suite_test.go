@@ -1,6 +1,6 @@
 // Package install_test runs fleetslice as a platform team installs it: dist/broker.yaml on a
 // broker, dist/install.yaml on one member and the Helm chart's render on another, both joined
-// with fleetslice join, then the manager and agent from their images, each in a network namespace
+// with kubectl fleetslice join, then the manager and agent from their images, each in a network namespace
 // of its own and authenticated only as its installed ServiceAccount, started with exactly the
 // command and arguments of the installed Deployment and DaemonSet. The members' API servers
 // enforce OwnerReferencesPermissionEnforcement, so an RBAC rule the markers forget fails here.

@@ -155,10 +155,10 @@ func (p Policy) Next(prev Seen, now, expiry time.Time, known bool) (Event, Seen)
 		next.WarnedAt = now
 		if next.State == Expired {
 			return Event{Warning: true, Reason: ReasonExpired, Note: fmt.Sprintf(
-				"The broker credentials expired at %s: this member can no longer publish or import; run fleetslice join --renew", at)}, next
+				"The broker credentials expired at %s: this member can no longer publish or import; run kubectl fleetslice join --renew", at)}, next
 		}
 		return Event{Warning: true, Reason: ReasonExpiring, Note: fmt.Sprintf(
-			"The broker credentials expire at %s (in %s); run fleetslice join --renew before then", at, left)}, next
+			"The broker credentials expire at %s (in %s); run kubectl fleetslice join --renew before then", at, left)}, next
 	case Valid, Unknown:
 		next.WarnedAt = time.Time{}
 		if !renewed {
