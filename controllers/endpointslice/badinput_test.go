@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 // bigService has 100 ports with numeric target ports, and the given families.
@@ -76,8 +77,8 @@ func TestPlanCapsTenThousandEndpointsWithAHundredPorts(t *testing.T) {
 			pods, nodes := manyPods(n, tc.dual)
 			opts := DefaultOptions()
 			opts.MaxEndpointsPerSlice = tc.perSlice
-			mode := modeOf(svc)
-			in := syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), mode: mode, zones: zonesFor(mode, nodes)}
+			mode, _ := hints.ModeOf(svc)
+			in := syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), mode: mode, zones: hints.ZonesFor(mode, nodes)}
 			plan, err := planSync(in, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -134,8 +135,8 @@ func TestPlanFollowsTheServiceFamilies(t *testing.T) {
 	opts := DefaultOptions()
 	plan := func(svc *corev1.Service, existing []*discoveryv1.EndpointSlice) *syncPlan {
 		t.Helper()
-		mode := modeOf(svc)
-		p, err := planSync(syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), existing: existing, mode: mode, zones: zonesFor(mode, nodes)}, opts)
+		mode, _ := hints.ModeOf(svc)
+		p, err := planSync(syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), existing: existing, mode: mode, zones: hints.ZonesFor(mode, nodes)}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,9 +3,10 @@
 // kube-controller-manager's controller and fewer API writes.
 //
 // The decisions are pure: endpoints (what must exist) and placement (which slice each endpoint
-// goes to) are sub-packages, and the hint decision (decideHints, over controllers/topology) and
-// the whole sync's plan (planSync) are pure functions here. Reconcile reads the cluster, calls
-// planSync once, and writes the plan it returns: creates, then updates, then deletes.
+// goes to), which Services are served (selection) and their hints (hints, over
+// controllers/topology) are sub-packages, and the whole sync's plan (planSync) is a pure function
+// here. Reconcile reads the cluster, calls planSync once, and writes the plan it returns:
+// creates, then updates, then deletes.
 package endpointslice
 
 import (
@@ -24,15 +25,8 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
-const (
-	// ManagedBy is the value of endpointslice.kubernetes.io/managed-by on the slices we own.
-	ManagedBy = "endpointslice-controller.fleetslice.io"
-	// UpstreamManagedBy marks slices of kube-controller-manager's controller, adopted only with
-	// Options.AdoptUpstreamSlices.
-	UpstreamManagedBy = "endpointslice-controller.k8s.io"
-	// ControllerName names this controller in logs, events and metrics.
-	ControllerName = "endpointslice"
-)
+// ControllerName names this controller in logs, events and metrics.
+const ControllerName = "endpointslice"
 
 // Options configure the controller; the manager exposes each as a flag.
 type Options struct {
@@ -80,7 +74,8 @@ const (
 // DefaultOptions match upstream's defaults, plus coalescing.
 func DefaultOptions() Options {
 	return Options{
-		MaxEndpointsPerSlice: 100, CompactionSlack: 1, Concurrency: 5, Services: ScopeAll,
+		MaxEndpointsPerSlice: placement.DefaultMaxEndpointsPerSlice, CompactionSlack: placement.DefaultCompactionSlack,
+		Concurrency: 5, Services: ScopeAll,
 		CoalesceQuiet: DefaultCoalesceQuiet, CoalesceWindow: DefaultCoalesceWindow, CoalesceBudget: DefaultCoalesceBudget,
 		Topology: topology.DefaultOptions(),
 	}

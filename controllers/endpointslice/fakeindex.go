@@ -4,6 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 // FieldIndex is one field index the reconciler lists through. SetupWithManager registers them
@@ -41,7 +43,8 @@ func FieldIndexes() []FieldIndex {
 			if !ok {
 				return nil
 			}
-			return []string{string(modeOf(svc))}
+			mode, _ := hints.ModeOf(svc)
+			return []string{string(mode)}
 		}},
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 // recordingQueue remembers how each request was queued.
@@ -97,7 +99,10 @@ func TestNodeZoneChangeQueuesServicesWithPodsOnTheNode(t *testing.T) {
 	elsewhere.Spec.NodeName = "n2"
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(web, other, onNode, elsewhere).
 		WithIndex(&corev1.Pod{}, podNodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Service{}, serviceModeIndex, func(o client.Object) []string { return []string{string(modeOf(o.(*corev1.Service)))} }).
+		WithIndex(&corev1.Service{}, serviceModeIndex, func(o client.Object) []string {
+			mode, _ := hints.ModeOf(o.(*corev1.Service))
+			return []string{string(mode)}
+		}).
 		Build()
 	r := testReconciler(t)
 	r.Client = c

@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 // Metrics keep upstream's names (subsystem endpoint_slice_controller) and labels under our own
@@ -25,8 +27,8 @@ const (
 
 // topologyLabel is the topology label of endpointslices_changed_per_sync, upstream's values:
 // Auto for CPU-proportional hints, Disabled otherwise (trafficDistribution has its own label).
-func topologyLabel(mode hintMode) string {
-	if mode == hintsAuto {
+func topologyLabel(mode hints.Mode) string {
+	if mode == hints.Auto {
 		return "Auto"
 	}
 	return "Disabled"
@@ -113,7 +115,7 @@ type efficiency struct {
 	desired, slices, idealSlices int
 	// mode is the Service's topology mode; trafficDistribution is its spec.trafficDistribution
 	// when this controller honours it, else empty (upstream's traffic_distribution label).
-	mode                hintMode
+	mode                hints.Mode
 	trafficDistribution string
 }
 

@@ -1,7 +1,6 @@
 package endpointslice
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
 )
 
@@ -25,7 +25,7 @@ type syncPlan struct {
 	compacted, adopted []string
 	efficiency         efficiency
 	// hints are the hint decisions per address type, for events and metrics.
-	hints []hintDecision
+	hints []hints.Decision
 }
 
 func (p *syncPlan) writes() int { return len(p.create) + len(p.update) + len(p.delete) }
@@ -36,8 +36,8 @@ type syncInput struct {
 	desired  endpoints.Result
 	existing []*discoveryv1.EndpointSlice
 	// mode is svc's topology mode and zones the CPU shares Auto mode divides traffic by.
-	mode  hintMode
-	zones zoneShares
+	mode  hints.Mode
+	zones hints.Zones
 	// trigger is the last-change-trigger-time to stamp on written slices (zero: none).
 	trigger time.Time
 }
@@ -73,7 +73,10 @@ func planSync(in syncInput, opts Options) (*syncPlan, error) {
 	}
 	results = append(results, otherTypes)
 
-	hints := decideAllHints(in, opts, bySet)
+	hinted, decisions := hints.DecideService(hints.Service{
+		Mode: in.mode, Zones: in.zones, Options: opts.Topology,
+		AddressTypes: addressTypes, Desired: in.desired.Sets, Existing: bySet,
+	})
 	withEndpoints := map[discoveryv1.AddressType]bool{}
 	for _, set := range in.desired.Sets {
 		res := placement.Plan(placement.Input{
@@ -84,7 +87,7 @@ func planSync(in syncInput, opts Options) (*syncPlan, error) {
 			MaxPerSlice: opts.MaxEndpointsPerSlice,
 			Slack:       opts.CompactionSlack,
 			NeedsUpdate: needsUpdate,
-			Hints:       hints.byType[set.AddressType],
+			Hints:       hinted[set.AddressType],
 		})
 		if res.Err != nil {
 			// Options are validated at start-up; keep the slices as they are and say why.
@@ -119,60 +122,9 @@ func planSync(in syncInput, opts Options) (*syncPlan, error) {
 	merged := placement.Merge(results...)
 	p.create, p.update, p.delete = merged.Create, merged.Update, merged.Delete
 	p.stats, p.compacted = merged.Stats, merged.Compacted
-	p.hints = hints.decisions
+	p.hints = decisions
 	p.stampMetadata(in.svc, in.trigger)
 	return p, nil
-}
-
-// syncHints is the hint decision of one sync: the hints to write per address type, and why.
-type syncHints struct {
-	byType    map[discoveryv1.AddressType]map[endpoints.Identity]*discoveryv1.EndpointHints
-	decisions []hintDecision
-}
-
-// decideAllHints runs the hint decision for each of the Service's address types, over the
-// endpoints of all its slice sets. The hints an endpoint carries now are those of its copy in an
-// existing slice of the same set, the copy placement keeps: the first by slice name.
-func decideAllHints(in syncInput, opts Options, bySet map[string][]*discoveryv1.EndpointSlice) syncHints {
-	perType := map[discoveryv1.AddressType][]hintedEndpoint{}
-	for _, set := range in.desired.Sets {
-		current := currentHints(bySet[set.Key])
-		for i := range set.Endpoints {
-			ep := &set.Endpoints[i]
-			id := endpoints.IdentityOf(ep)
-			perType[set.AddressType] = append(perType[set.AddressType], hintedEndpoint{id: id, ep: ep, current: current[id]})
-		}
-	}
-	out := syncHints{byType: map[discoveryv1.AddressType]map[endpoints.Identity]*discoveryv1.EndpointHints{}}
-	types := slices.Clone(endpoints.AddressTypes(in.svc))
-	slices.Sort(types)
-	for _, at := range types {
-		want, d := decideHints(hintInput{mode: in.mode, zones: in.zones, options: opts.Topology, endpoints: perType[at]})
-		d.addressType = at
-		out.byType[at] = want
-		out.decisions = append(out.decisions, d)
-	}
-	return out
-}
-
-// currentHints maps each endpoint listed in a set's slices to its hints, taking the copy in the
-// first slice by name, as placement keeps it.
-func currentHints(set []*discoveryv1.EndpointSlice) map[endpoints.Identity]*discoveryv1.EndpointHints {
-	out := map[endpoints.Identity]*discoveryv1.EndpointHints{}
-	sorted := slices.Clone(set)
-	slices.SortStableFunc(sorted, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
-	for _, s := range sorted {
-		if s.DeletionTimestamp != nil {
-			continue
-		}
-		for i := range s.Endpoints {
-			id := endpoints.IdentityOf(&s.Endpoints[i])
-			if _, seen := out[id]; !seen {
-				out[id] = s.Endpoints[i].Hints
-			}
-		}
-	}
-	return out
 }
 
 // placeholder keeps or makes the one empty slice of an address type without endpoints: an
@@ -232,8 +184,8 @@ func (p *syncPlan) stampMetadata(svc *corev1.Service, trigger time.Time) {
 // trafficDistributionLabel is the traffic_distribution label of upstream's per-sync metric: the
 // Service's trafficDistribution when it is one this controller honours and the topology-mode
 // annotation does not override it, otherwise empty.
-func trafficDistributionLabel(svc *corev1.Service, mode hintMode) string {
-	if mode == hintsSameZone || mode == hintsSameNode {
+func trafficDistributionLabel(svc *corev1.Service, mode hints.Mode) string {
+	if mode == hints.PreferSameZone || mode == hints.PreferSameNode {
 		return *svc.Spec.TrafficDistribution
 	}
 	return ""

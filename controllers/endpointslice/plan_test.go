@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 func testService() *corev1.Service {
@@ -55,8 +56,8 @@ func ourSlice(svc *corev1.Service, name string, ports []discoveryv1.EndpointPort
 
 // planFor plans one sync of svc the way Reconcile does, with no Nodes known.
 func (r *Reconciler) planFor(svc *corev1.Service, desired endpoints.Result, existing []*discoveryv1.EndpointSlice, trigger time.Time) (*syncPlan, error) {
-	mode := modeOf(svc)
-	return planSync(syncInput{svc: svc, desired: desired, existing: existing, mode: mode, zones: zonesFor(mode, nil), trigger: trigger}, r.Options)
+	mode, _ := hints.ModeOf(svc)
+	return planSync(syncInput{svc: svc, desired: desired, existing: existing, mode: mode, zones: hints.ZonesFor(mode, nil), trigger: trigger}, r.Options)
 }
 
 func port(n int32) []discoveryv1.EndpointPort {

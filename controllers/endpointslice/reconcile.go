@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
 )
 
 // +kubebuilder:rbac:groups="",resources=services;pods;nodes,verbs=get;list;watch
@@ -64,7 +66,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	sel, err := selectionOf(svc, r.Options.Services)
+	sel, err := selection.Of(svc, r.Options.Services)
 	if err != nil {
 		// Bad input is the user's to fix; the slices stay as they were until then.
 		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "InvalidSelectorAnnotation", "Sync",
@@ -72,11 +74,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		outcome = syncInvalid
 		return ctrl.Result{}, nil
 	}
-	if sel.ignored != "" {
-		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "SelectorAnnotationIgnored", "Sync", "%s", sel.ignored)
+	if sel.Ignored != "" {
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "SelectorAnnotationIgnored", "Sync", "%s", sel.Ignored)
 	}
 
-	existing, err := r.managedSlices(ctx, req.NamespacedName, sel.adoptUpstream)
+	existing, err := r.managedSlices(ctx, req.NamespacedName, sel.AdoptUpstream)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -91,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 }
 
 // sync reads the Service's Pods and Nodes, plans its slices once and writes the plan.
-func (r *Reconciler) sync(ctx context.Context, svc *corev1.Service, sel selection, existing []*discoveryv1.EndpointSlice) (ctrl.Result, error) {
+func (r *Reconciler) sync(ctx context.Context, svc *corev1.Service, sel selection.Selection, existing []*discoveryv1.EndpointSlice) (ctrl.Result, error) {
 	// From here the sync reads, plans and writes: its duration, with its writes counted as if
 	// made one after another (the API time they cost, their round trips above all), is the load
 	// the Service's next coalescing window adapts to; writing them side by side shortens the
@@ -100,13 +102,13 @@ func (r *Reconciler) sync(ctx context.Context, svc *corev1.Service, sel selectio
 	var writing, apiTime time.Duration
 	defer func() { r.coalesce.Synced(client.ObjectKeyFromObject(svc), time.Since(start)-writing+apiTime) }()
 
-	if sel.selector == nil {
+	if sel.Selector == nil {
 		// A Service that became ExternalName, lost its selector or is kube-controller-manager's
 		// to serve has no endpoints of ours.
 		return ctrl.Result{}, r.deleteAll(ctx, svc, existing)
 	}
 
-	pods, err := r.selectedPods(ctx, svc, sel.selector)
+	pods, err := r.selectedPods(ctx, svc, sel.Selector)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -115,10 +117,10 @@ func (r *Reconciler) sync(ctx context.Context, svc *corev1.Service, sel selectio
 		return ctrl.Result{}, err
 	}
 	desired := endpoints.Build(svc, pods, nodes)
-	mode := modeOf(svc)
+	mode, _ := hints.ModeOf(svc)
 	plan, err := planSync(syncInput{
 		svc: svc, desired: desired, existing: existing,
-		mode: mode, zones: zonesFor(mode, nodes), trigger: r.triggerTime(svc, pods),
+		mode: mode, zones: hints.ZonesFor(mode, nodes), trigger: r.triggerTime(svc, pods),
 	}, r.Options)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,80 +20,6 @@ func optedIn(selector string) *corev1.Service {
 	svc.Spec.Selector = nil
 	svc.Annotations = map[string]string{SelectorAnnotation: selector}
 	return svc
-}
-
-func TestSelectionOf(t *testing.T) {
-	external := testService()
-	external.Spec.Type = corev1.ServiceTypeExternalName
-	both := testService()
-	both.Annotations = map[string]string{SelectorAnnotation: "app=other"}
-	bare := testService()
-	bare.Spec.Selector = nil
-	for _, tc := range []struct {
-		name    string
-		svc     *corev1.Service
-		scope   ServiceScope
-		selects string // the selector's String(), "" for none
-		ignored bool
-		err     bool
-	}{
-		{"spec selector, all", testService(), ScopeAll, "app=web", false, false},
-		{"spec selector, opted-in: kube-controller-manager's", testService(), ScopeOptedIn, "", false, false},
-		{"annotation, all", optedIn("app=web,tier=front"), ScopeAll, "app=web,tier=front", false, false},
-		{"annotation, opted-in", optedIn("app=web"), ScopeOptedIn, "app=web", false, false},
-		{"annotation with spaces", optedIn(" app = web "), ScopeOptedIn, "app=web", false, false},
-		{"both, all: spec wins", both, ScopeAll, "app=web", true, false},
-		{"both, opted-in: neither", both, ScopeOptedIn, "", true, false},
-		{"neither", bare, ScopeAll, "", false, false},
-		{"ExternalName", external, ScopeAll, "", false, false},
-		{"set-based selector refused", optedIn("app in (web)"), ScopeOptedIn, "", false, true},
-		{"empty annotation refused", optedIn(""), ScopeOptedIn, "", false, true},
-		{"invalid value refused", optedIn("app=we b"), ScopeOptedIn, "", false, true},
-		{"invalid key refused", optedIn("-app=web"), ScopeOptedIn, "", false, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, err := selectionOf(tc.svc, tc.scope)
-			if (err != nil) != tc.err {
-				t.Fatalf("err = %v, want error %v", err, tc.err)
-			}
-			if err != nil && !strings.Contains(err.Error(), SelectorAnnotation) {
-				t.Errorf("error %q does not name the annotation", err)
-			}
-			got := ""
-			if s.selector != nil {
-				got = s.selector.String()
-			}
-			if got != tc.selects {
-				t.Errorf("selector %q, want %q", got, tc.selects)
-			}
-			if (s.ignored != "") != tc.ignored {
-				t.Errorf("ignored = %q, want ignored %v", s.ignored, tc.ignored)
-			}
-		})
-	}
-}
-
-func FuzzSelectionOfAnnotation(f *testing.F) {
-	for _, seed := range []string{"app=web", "a=b,c=d", "", "app in (x)", "=", "a==b", "a!=b", "a=b,"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, value string) {
-		s, err := selectionOf(optedIn(value), ScopeOptedIn)
-		if err != nil {
-			if s.selector != nil {
-				t.Fatalf("%q: a refused annotation selected %q", value, s.selector)
-			}
-			return
-		}
-		// Whatever is accepted is a non-empty equality selector that round-trips.
-		if s.selector == nil || s.selector.Empty() {
-			t.Fatalf("%q accepted as an empty selector", value)
-		}
-		again, err := labels.ConvertSelectorToLabelsMap(s.selector.String())
-		if err != nil || !s.selector.Matches(again) {
-			t.Fatalf("%q: selector %q does not match its own labels: %v", value, s.selector, err)
-		}
-	})
 }
 
 func TestScopeOptionsAreValidated(t *testing.T) {

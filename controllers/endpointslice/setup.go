@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
 	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
@@ -119,8 +121,8 @@ func (r *Reconciler) watches(ctx context.Context, svc types.NamespacedName, slic
 	if err := r.Client.Get(ctx, svc, service); err != nil {
 		return false
 	}
-	s, err := selectionOf(service, r.Options.Services)
-	return err == nil && s.adoptUpstream
+	s, err := selection.Of(service, r.Options.Services)
+	return err == nil && s.AdoptUpstream
 }
 
 // sliceChangeDelay is how long a sync caused by a slice change waits, as upstream: at least a
@@ -277,7 +279,7 @@ func nodeReady(n *corev1.Node) bool {
 // enqueueAutoTopologyServices syncs every Service with CPU-proportional hints.
 func (r *Reconciler) enqueueAutoTopologyServices(ctx context.Context, q queue) {
 	services := &corev1.ServiceList{}
-	if err := r.Client.List(ctx, services, client.MatchingFields{serviceModeIndex: string(hintsAuto)}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, services, client.MatchingFields{serviceModeIndex: string(hints.Auto)}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing Services with topology hints for a Node change")
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 	"github.com/fleetslice/fleetslice/internal/lab/testutil"
 )
 
@@ -133,7 +134,8 @@ func TestTrafficDistributionLabel(t *testing.T) {
 	for _, tc := range cases {
 		svc := testService()
 		svc.Annotations, svc.Spec.TrafficDistribution = tc.annotations, tc.td
-		if got := trafficDistributionLabel(svc, modeOf(svc)); got != tc.want {
+		mode, _ := hints.ModeOf(svc)
+		if got := trafficDistributionLabel(svc, mode); got != tc.want {
 			t.Errorf("annotations %v, trafficDistribution %v: label %q, want %q", tc.annotations, tc.td, got, tc.want)
 		}
 	}

@@ -14,6 +14,14 @@ import (
 // one EndpointSlice.
 const MaxEndpointsPerSliceLimit = 1000
 
+// Defaults of the manager's flags for Input.MaxPerSlice and Input.Slack: upstream's slice size,
+// and one slice of slack. They live here, beside what they tune, so that tools showing the
+// manager's settings (internal/ops/explain) read them without linking the reconciler.
+const (
+	DefaultMaxEndpointsPerSlice = 100
+	DefaultCompactionSlack      = 1
+)
+
 // Input is one slice set: the slices it has and the endpoints it should have.
 type Input struct {
 	// Existing are the set's slices, all managed by this controller. Slices

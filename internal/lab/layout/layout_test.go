@@ -105,6 +105,7 @@ func TestRuntimeImportsNothingInternal(t *testing.T) {
 // they return what to write. Reconcilers read, call them and write the difference.
 var decisionPackages = []string{
 	"controllers/endpointslice/endpoints", "controllers/endpointslice/placement", "controllers/endpointslice/coalesce",
+	"controllers/endpointslice/hints", "controllers/endpointslice/selection",
 	"controllers/topology",
 	"controllers/multicluster/merge", "controllers/multicluster/importplan", "controllers/multicluster/sliceplan",
 	"controllers/multicluster/liveness", "controllers/multicluster/locality",

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
-	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
 	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
@@ -41,7 +41,7 @@ func TestExplainLiveService(t *testing.T) {
 	// zone-a has 8 of 12 CPU and a third of the endpoints: with own-zone hints its endpoints
 	// would carry twice their fair share, so the allocator must hint 5 endpoints for it.
 	nodes, pods := threeZones([3]string{"8", "2", "2"}, 3)
-	svc := testService(map[string]string{endpointslice.AnnotationTopologyMode: "Auto"})
+	svc := testService(map[string]string{hints.AnnotationTopologyMode: "Auto"})
 	svc.Spec.ClusterIP = "" // the API server allocates one from its own range
 	mustCreate(ctx, t, c, svc)
 	createWithStatus(ctx, t, c, nodes, pods)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 )
 
 // Render writes the explanation as three parts: the inputs, the decision, and whether the
@@ -16,17 +18,19 @@ func (r ServiceReport) Render(w io.Writer) error {
 	renderSettings(tw, r.Settings)
 	if !r.Served {
 		fmt.Fprintf(tw, "  endpoints:  fleetslice writes none: %s\n", r.Selection)
+		renderIgnored(tw, r.SelectionIgnored)
 		renderForeign(tw, r.Foreign)
 		fmt.Fprintln(tw)
 		renderVerdict(tw, r.Differences, "fleetslice has no slices of this Service")
 		return tw.Flush()
 	}
 	fmt.Fprintf(tw, "  pods:       %s selects %d of the namespace's %d Pods\n", r.Selection, r.Selected, r.Pods)
+	renderIgnored(tw, r.SelectionIgnored)
 	if len(r.PodsOnUnknownNodes) > 0 {
 		fmt.Fprintf(tw, "              %d left out until their Node is known: %s\n", len(r.PodsOnUnknownNodes), strings.Join(r.PodsOnUnknownNodes, ", "))
 	}
 	fmt.Fprintf(tw, "  topology:   %s, from %s\n", r.Mode, r.ModeSource)
-	if r.ZoneReason != "" && r.Mode == modeAuto {
+	if r.ZoneReason != "" && r.Mode == hints.Auto {
 		fmt.Fprintf(tw, "  zones:      none usable: %s (%s)\n", r.ZoneReason, r.ZoneMessage)
 	}
 	if len(r.Zones) > 0 {
@@ -58,19 +62,26 @@ func renderSettings(w io.Writer, s Settings) {
 		100*s.OverloadThreshold, s.MinEndpointsPerZone, s.MaxEndpointsPerSlice, s.CompactionSlack, s.Services, s.Source)
 }
 
+// renderIgnored repeats the controller's SelectorAnnotationIgnored warning, if any.
+func renderIgnored(w io.Writer, ignored string) {
+	if ignored != "" {
+		fmt.Fprintf(w, "  ignored:    %s\n", ignored)
+	}
+}
+
 func renderForeign(w io.Writer, foreign []string) {
 	if len(foreign) > 0 {
 		fmt.Fprintf(w, "  other controllers' slices (not fleetslice's to change): %s\n", strings.Join(foreign, ", "))
 	}
 }
 
-func renderHints(w io.Writer, mode string, s Settings, h HintReport) {
+func renderHints(w io.Writer, mode hints.Mode, s Settings, h HintReport) {
 	if !h.Enabled {
 		fmt.Fprintf(w, "  hints %s: off: %s: %s\n", h.AddressType, h.Reason, h.Message)
 		return
 	}
 	switch mode {
-	case modeAuto:
+	case hints.Auto:
 		fmt.Fprintf(w, "  hints %s: on: %d ready endpoints, each zone hinted with at least ceil(share x %d / (1+%.2f)) so no endpoint expects over %.0f%% above its fair share\n",
 			h.AddressType, h.Ready, h.Ready, s.OverloadThreshold, 100*s.OverloadThreshold)
 		fmt.Fprintln(w, "  ZONE\tMINIMUM\tDECIDED\tIN CLUSTER")

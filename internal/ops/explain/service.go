@@ -1,8 +1,8 @@
 // Package explain says why a Service's EndpointSlices, zone hints and cross-cluster allocation
 // are what they are. It takes the objects fleetslice's controllers read (gathered from a live
 // cluster by gather.go, or built by a test), re-runs the controllers' own pure decision
-// functions on them (packages controllers/topology, controllers/endpointslice/endpoints and
-// placement, controllers/multicluster/locality and importplan) and reports the inputs, the
+// functions on them (packages controllers/topology, controllers/endpointslice/selection, hints,
+// endpoints and placement, controllers/multicluster/locality and importplan) and reports the inputs, the
 // decision and whether the objects in the cluster match it. It decides nothing itself: what it
 // adds is only the choice of inputs and the wording, so an answer cannot drift from what the
 // controllers do.
@@ -18,9 +18,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
 	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
@@ -42,12 +43,16 @@ type ServiceReport struct {
 	// Selection says which Pods back the slices, or why fleetslice writes none.
 	Selection string
 	Served    bool
+	// SelectionIgnored names an annotation the controller does not honour, as its Warning
+	// event does; empty when there is none.
+	SelectionIgnored string
 	// Pods counts the namespace's Pods; Selected those the selector picks.
 	Pods, Selected int
 	// PodsOnUnknownNodes are left out until their Node is known, as the controller does.
 	PodsOnUnknownNodes []string
 	// Mode is the topology mode and ModeSource what set it.
-	Mode, ModeSource string
+	Mode       hints.Mode
+	ModeSource string
 	// Zones are the zones hints divide traffic between, with ZoneReason when there are none.
 	Zones                   []ZoneInput
 	ZoneReason, ZoneMessage string
@@ -86,36 +91,41 @@ type SetReport struct {
 func ExplainService(in ServiceInputs) ServiceReport {
 	svc := in.Service
 	r := ServiceReport{Namespace: svc.Namespace, Name: svc.Name, Settings: in.Settings, Pods: len(in.Pods)}
-	selector, why := selectionOf(svc, in.Settings.Services)
-	r.Selection, r.Served = why, selector != nil
-	r.Mode, r.ModeSource = modeOf(svc)
+	sel, err := selection.Of(svc, in.Settings.Services)
+	r.Selection, r.Served, r.SelectionIgnored = selectionWhy(svc, in.Settings.Services, sel, err), sel.Selector != nil, sel.Ignored
+	r.Mode, r.ModeSource = hints.ModeOf(svc)
 
 	nodes := map[string]*corev1.Node{}
-	nodeList := make([]*corev1.Node, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
 		nodes[n.Name] = n
-		nodeList = append(nodeList, n)
 	}
-	zones, reason, message := topology.ZonesFromNodes(nodeList)
-	r.ZoneReason, r.ZoneMessage = string(reason), message
+	// Zones from the Nodes in the order given, so the reason names the same Node every run;
+	// shown in every mode, used by the decision in Auto mode only, as hints.ZonesFor.
+	zones := hints.ZonesOf(in.Nodes)
+	r.ZoneReason, r.ZoneMessage = string(zones.Reason), zones.Message
 
 	var ours []*discoveryv1.EndpointSlice
 	for _, s := range in.Slices {
-		if m := s.Labels[discoveryv1.LabelManagedBy]; m != endpointslice.ManagedBy {
+		if m := s.Labels[discoveryv1.LabelManagedBy]; m != selection.ManagedBy {
 			r.Foreign = append(r.Foreign, fmt.Sprintf("%s (%s)", s.Name, m))
 			continue
 		}
 		ours = append(ours, s)
 	}
 	if !r.Served {
-		if len(ours) > 0 {
+		switch {
+		case err != nil:
+			// The controller's sync stops at the annotation (a Warning event, syncs_total{result=invalid})
+			// and deliberately leaves the slices: they are stale, not leftovers to delete.
+			r.Differences = append(r.Differences, fmt.Sprintf("every sync stops until annotation %s is fixed; the %d slices of fleetslice's stay as they are meanwhile", selection.Annotation, len(ours)))
+		case len(ours) > 0:
 			r.Differences = append(r.Differences, fmt.Sprintf("%d slices of fleetslice's remain although it serves no endpoints for this Service", len(ours)))
 		}
 		return r
 	}
 	var pods []*corev1.Pod
 	for _, p := range in.Pods {
-		if selector.Matches(labels.Set(p.Labels)) {
+		if sel.Selector.Matches(labels.Set(p.Labels)) {
 			pods = append(pods, p)
 		}
 	}
@@ -128,13 +138,32 @@ func ExplainService(in ServiceInputs) ServiceReport {
 		key := endpoints.SliceKey(s)
 		bySet[key] = append(bySet[key], s)
 	}
-	hints := decideHints(r.Mode, zones, reason, message, in.Settings, desired.Sets, ours)
-	r.Hints = hints.reports
-	r.Zones = zoneInputs(zones, hints.ready)
-	r.planSets(desired.Sets, bySet, hints.want, in.Settings)
+	decided := explainHints(hintInputs{mode: r.Mode, zones: zones, settings: in.Settings, svc: svc, sets: desired.Sets, bySet: bySet})
+	r.Hints = decided.reports
+	r.Zones = zoneInputs(zones.Zones, decided.ready)
+	r.planSets(desired.Sets, bySet, decided.want, in.Settings)
 	r.placeholders(svc, desired.Sets, bySet)
 	r.compareHints()
 	return r
+}
+
+// selectionWhy words the controller's selection (selection.Of) for a person: which Pods back the
+// slices, or why fleetslice writes none.
+func selectionWhy(svc *corev1.Service, scope selection.Scope, sel selection.Selection, err error) string {
+	if err != nil {
+		return fmt.Sprintf("%v, so the controller keeps the slices as they are", err)
+	}
+	switch sel.Basis {
+	case selection.ExternalName:
+		return "an ExternalName Service has no endpoints"
+	case selection.LeftToUpstream:
+		return fmt.Sprintf("the manager runs with --endpointslice-services=%s and the Service has spec.selector, so kube-controller-manager serves it", scope)
+	case selection.SpecSelector:
+		return "spec.selector " + labels.Set(svc.Spec.Selector).String()
+	case selection.Annotated:
+		return fmt.Sprintf("annotation %s=%s", selection.Annotation, svc.Annotations[selection.Annotation])
+	}
+	return fmt.Sprintf("the Service has neither spec.selector nor annotation %s, so its slices are written by hand", selection.Annotation)
 }
 
 // planSets runs placement for each desired set, as a sync would, and notes every write it asks

@@ -11,8 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
 )
 
 // The helpers build a small cluster: Nodes in zones, Pods of app=web on them, the Service and
@@ -61,7 +62,7 @@ func layout(svc *corev1.Service, pods []*corev1.Pod, nodes []*corev1.Node, per i
 		for start := 0; start < len(set.Endpoints); start += per {
 			s := &discoveryv1.EndpointSlice{
 				ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("web-%02d", len(out)), Labels: map[string]string{
-					discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: endpointslice.ManagedBy,
+					discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: selection.ManagedBy,
 				}},
 				AddressType: set.AddressType, Ports: set.Ports,
 			}
@@ -95,8 +96,15 @@ func threeZones(cpus [3]string, perZone int) ([]*corev1.Node, []*corev1.Pod) {
 	return nodes, pods
 }
 
+// annotated is the Service opted in by annotation instead of spec.selector.
+func annotated(selector string) *corev1.Service {
+	svc := testService(map[string]string{selection.Annotation: selector})
+	svc.Spec.Selector = nil
+	return svc
+}
+
 func TestExplainService(t *testing.T) {
-	auto := map[string]string{endpointslice.AnnotationTopologyMode: "Auto"}
+	auto := map[string]string{hints.AnnotationTopologyMode: "Auto"}
 	evenNodes, evenPods := threeZones([3]string{"4", "4", "4"}, 3)
 	skewNodes, skewPods := threeZones([3]string{"8", "2", "2"}, 3)
 	fewNodes, fewPods := threeZones([3]string{"4", "4", "4"}, 2)
@@ -104,7 +112,7 @@ func TestExplainService(t *testing.T) {
 	small := DefaultSettings()
 	small.MaxEndpointsPerSlice = 2
 	optedIn := DefaultSettings()
-	optedIn.Services = endpointslice.ScopeOptedIn
+	optedIn.Services = selection.ScopeOptedIn
 
 	cases := []struct {
 		name     string
@@ -153,6 +161,20 @@ func TestExplainService(t *testing.T) {
 		name: "opted-in scope leaves selector Services to kube-controller-manager", svc: testService(nil), nodes: evenNodes, pods: evenPods,
 		settings: optedIn, matches: true,
 		want: []string{"fleetslice writes none: the manager runs with --endpointslice-services=opted-in"},
+	}, {
+		name: "an annotation beside spec.selector is said to be ignored", nodes: evenNodes, pods: evenPods,
+		svc:    testService(map[string]string{selection.Annotation: "app=other"}),
+		slices: layout(testService(nil), evenPods, evenNodes, 100, noHints), settings: DefaultSettings(), matches: true,
+		want: []string{"spec.selector app=web selects 9", "ignored:    the Service has spec.selector, so fleetslice.io/selector is ignored"},
+	}, {
+		name: "an opted-in Service selects by its annotation", nodes: evenNodes, pods: evenPods, svc: annotated("app=web"),
+		slices: layout(annotated("app=web"), evenPods, evenNodes, 100, noHints), settings: optedIn, matches: true,
+		want: []string{"annotation fleetslice.io/selector=app=web selects 9"},
+	}, {
+		name: "an annotation that does not parse keeps the slices", nodes: evenNodes, pods: evenPods, svc: annotated("app in (web)"),
+		slices: layout(annotated("app=web"), evenPods, evenNodes, 100, noHints), settings: optedIn,
+		want: []string{`fleetslice writes none: annotation fleetslice.io/selector="app in (web)" is not a selector of key=value pairs`,
+			"so the controller keeps the slices as they are", "every sync stops until annotation fleetslice.io/selector is fixed; the 1 slices"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +199,7 @@ func TestExplainService(t *testing.T) {
 func TestSettingsFromArgs(t *testing.T) {
 	s, problems := SettingsFromArgs([]string{"--leader-elect", "--topology-overload-threshold=0.5", "--max-endpoints-per-slice", "50",
 		"--topology-min-endpoints-per-zone=x", "--endpointslice-services=opted-in"}, "test")
-	if s.OverloadThreshold != 0.5 || s.MaxEndpointsPerSlice != 50 || s.Services != endpointslice.ScopeOptedIn {
+	if s.OverloadThreshold != 0.5 || s.MaxEndpointsPerSlice != 50 || s.Services != selection.ScopeOptedIn {
 		t.Errorf("settings %+v", s)
 	}
 	if s.MinEndpointsPerZone != DefaultSettings().MinEndpointsPerZone || len(problems) != 1 {

@@ -7,7 +7,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
-	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
+	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
+	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
 // Settings are the manager flags the decisions depend on. explain reads them from the manager's
@@ -24,21 +26,22 @@ type Settings struct {
 	MaxEndpointsPerSlice int
 	CompactionSlack      int
 	// Services is --endpointslice-services: "all" or "opted-in".
-	Services endpointslice.ServiceScope
+	Services selection.Scope
 	// Source says where the values come from, for the reader to judge them.
 	Source string
 }
 
-// DefaultSettings are the manager's flag defaults, taken from the controller's own options so the
-// two cannot drift apart.
+// DefaultSettings are the manager's flag defaults, taken from the constants the controller's
+// DefaultOptions is built from (in the pure packages they tune, so that the plugin links no
+// reconciler) so the two cannot drift apart.
 func DefaultSettings() Settings {
-	o := endpointslice.DefaultOptions()
+	t := topology.DefaultOptions()
 	return Settings{
-		OverloadThreshold:    o.Topology.OverloadThreshold,
-		MinEndpointsPerZone:  o.Topology.MinEndpointsPerZone,
-		MaxEndpointsPerSlice: o.MaxEndpointsPerSlice,
-		CompactionSlack:      o.CompactionSlack,
-		Services:             o.Services,
+		OverloadThreshold:    t.OverloadThreshold,
+		MinEndpointsPerZone:  t.MinEndpointsPerZone,
+		MaxEndpointsPerSlice: placement.DefaultMaxEndpointsPerSlice,
+		CompactionSlack:      placement.DefaultCompactionSlack,
+		Services:             selection.ScopeAll,
 		Source:               "the manager's defaults",
 	}
 }
