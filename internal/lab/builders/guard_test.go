@@ -34,9 +34,6 @@ var allowed = map[string]string{
 	// Checks that Plan did not modify or alias its input: exact equality (unset and empty hints
 	// differ), which is stricter than HintsEqual on purpose.
 	"controllers/endpointslice/placement/invariants_test.go: sameHints": "input-mutation check",
-	// Written in internal/ops (tooling), owned by another change in flight; to migrate to
-	// MakeImportedSlice there.
-	"internal/ops/explain/imports_test.go: importedSlice": "pending migration",
 }
 
 func TestNoCopiesOfTheBuilders(t *testing.T) {

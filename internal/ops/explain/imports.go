@@ -92,8 +92,7 @@ func ExplainImport(in ImportInputs) ImportReport {
 		r.Have = in.Derived.Annotations[allocation.Annotation]
 	}
 	if r.Preference == v1alpha1.PreferSameCluster && len(exporters) > 0 {
-		t := in.Settings.OverloadThreshold
-		pub := locality.Decide(members, r.Have, r.Zones, locality.Options{OverloadThreshold: t, ReturnThreshold: t / 2})
+		pub := locality.Decide(members, r.Have, r.Zones, locality.ForThreshold(in.Settings.OverloadThreshold))
 		r.Decision, r.Want = pub.Result, pub.Annotation
 	}
 	if r.Want != r.Have {

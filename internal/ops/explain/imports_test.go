@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/allocation"
@@ -16,7 +15,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
+	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
 func testImport(clusters ...string) *mcsv1beta1.ServiceImport {
@@ -43,19 +42,13 @@ func testDerived(si *mcsv1beta1.ServiceImport, annotation string) *corev1.Servic
 	return svc
 }
 
-// importedSlice is one imported slice from cluster with ready endpoints in zone.
-func importedSlice(cluster, zone string, ready int) *discoveryv1.EndpointSlice {
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: names.ImportedName("cart", cluster, "cart-1"), Labels: map[string]string{
-			mcsv1beta1.LabelServiceName: "cart", mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: sliceplan.ManagedBy,
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
+// readySlice is one imported slice from cluster with ready endpoints in zone.
+func readySlice(cluster, zone string, ready int) *discoveryv1.EndpointSlice {
+	s := builders.MakeImportedSlice("shop", names.ImportedName("cart", cluster, "cart-1"), "cart", cluster)
 	for i := range ready {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.0.%d", len(cluster), i+1)},
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}, Zone: ptr.To(zone)})
+		s.Endpoints(builders.MakeEndpoint(fmt.Sprintf("10.%d.0.%d", len(cluster), i+1)).Ready().Zone(zone).Obj())
 	}
-	return s
+	return s.Obj()
 }
 
 func preferSameCluster() *mcsv1beta1.ServiceExport {
@@ -69,7 +62,7 @@ func cpu(cluster string, milli int64) MemberCPU {
 
 func TestExplainImport(t *testing.T) {
 	si := testImport("east", "west")
-	slices := []*discoveryv1.EndpointSlice{importedSlice("east", "a", 3), importedSlice("west", "b", 1)}
+	slices := []*discoveryv1.EndpointSlice{readySlice("east", "a", 3), readySlice("west", "b", 1)}
 	members := []MemberCPU{cpu("east", 8000), cpu("west", 8000)}
 	// What the controller publishes for these inputs: west, with one endpoint for half the
 	// demand, must send most of its traffic to east.
