@@ -48,6 +48,9 @@ func TestEveryFlagReachesTheAgent(t *testing.T) {
 		{"health-probe-bind-address", ":9101", func(_ *testing.T, f *flags) bool {
 			return f.managerOptions(nil).HealthProbeBindAddress == ":9101"
 		}},
+		{"pprof-bind-address", "127.0.0.1:9102", func(_ *testing.T, f *flags) bool {
+			return f.managerOptions(nil).PprofBindAddress == "127.0.0.1:9102"
+		}},
 	}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	f := bindFlags(fs)

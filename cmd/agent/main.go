@@ -44,7 +44,7 @@ type flags struct {
 	agent                                agent.Options
 	kubeContext, dataplane, dryRunOutput string
 	backend                              string
-	metricsAddr, probeAddr               string
+	metricsAddr, probeAddr, pprofAddr    string
 	podCIDRs                             prefixList
 	families                             familyList
 	cleanup                              bool
@@ -125,6 +125,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.BoolVar(&f.cleanup, "cleanup", false, "delete the fleetslice nftables tables of --ip-families and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "127.0.0.1:10290", `address the metrics endpoint binds to ("0" disables it)`)
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":10291", `address /healthz and /readyz bind to ("0" disables them)`)
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "0", `address Go's pprof profiles are served on, e.g. 127.0.0.1:10292 ("0" disables them)`)
 	return f
 }
 
@@ -203,6 +204,7 @@ func (f *flags) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		Cache:                  agent.CacheOptions(f.agent.NodeName),
 		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress: f.probeAddr,
+		PprofBindAddress:       f.pprofAddr,
 	}
 }
 
