@@ -21,9 +21,10 @@ import (
 )
 
 // echoScript answers every TCP connection on 8080 and every UDP datagram on 8081 with the Pod's
-// name: what the tests count answers by.
-const echoScript = `socat TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo $POD_NAME' &
-exec socat UDP-LISTEN:8081,fork,reuseaddr SYSTEM:'echo $POD_NAME'`
+// name: what the tests count answers by. The UDP listener starts first, so that once the TCP
+// one answers the readiness probe both are there.
+const echoScript = `socat UDP-LISTEN:8081,fork,reuseaddr SYSTEM:'echo $POD_NAME' &
+exec socat TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo $POD_NAME'`
 
 func memberClient(member string) client.Client {
 	GinkgoHelper()
@@ -82,6 +83,13 @@ func echoContainer() corev1.Container {
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 		Ports: []corev1.ContainerPort{{Name: "tcp", ContainerPort: 8080}, {Name: "udp", ContainerPort: 8081, Protocol: corev1.ProtocolUDP}},
+		// Ready once it listens, as a real Deployment would be: without a probe a Pod is an
+		// endpoint from its start, and on a loaded machine its listener may not be bound when
+		// the first request reaches it.
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+			PeriodSeconds: 2, TimeoutSeconds: 2,
+		},
 	}
 }
 
@@ -163,17 +171,33 @@ func inPod(member, ns, pod string, stdin string, argv ...string) (string, error)
 // request sends one request from a client Pod to host:port and returns the name of the Pod
 // that answered.
 func request(member, ns, pod string, p servicePort, host string) (string, error) {
-	// TCP: the answer ends with the server's close, so wait for it generously. UDP has no end:
-	// socat waits -t after sending, and the answer comes within it.
-	target := fmt.Sprintf("TCP:%s:%d,connect-timeout=2", host, p.port)
-	stdin, wait := "", "5"
 	if p.protocol == corev1.ProtocolUDP {
-		target = fmt.Sprintf("UDP:%s:%d", host, p.port)
-		stdin, wait = "ping\n", "1"
+		return requestUDP(member, ns, pod, p, host)
 	}
-	out, err := inPod(member, ns, pod, stdin, "socat", "-t", wait, "-", target)
+	// The answer ends with the server's close, so wait for it generously.
+	out, err := inPod(member, ns, pod, "", "socat", "-t", "5", "-", fmt.Sprintf("TCP:%s:%d,connect-timeout=2", host, p.port))
 	if err == nil && out == "" {
-		err = fmt.Errorf("no answer from %s over %s", host, p.protocol)
+		err = fmt.Errorf("no answer from %s over TCP", host)
+	}
+	return out, err
+}
+
+// requestUDP sends a datagram and waits for the answer; as a UDP client does, it sends again,
+// waiting longer, when none came. UDP has no end, so socat always waits its whole -t after
+// sending: a short first wait keeps the usual request fast, and the later ones cover a server
+// that a loaded machine makes slow to fork its answer. A path that drops every datagram still
+// fails.
+func requestUDP(member, ns, pod string, p servicePort, host string) (string, error) {
+	var out string
+	var err error
+	for _, wait := range []string{"1", "2", "4"} {
+		out, err = inPod(member, ns, pod, "ping\n", "socat", "-t", wait, "-", fmt.Sprintf("UDP:%s:%d", host, p.port))
+		if err == nil && out != "" {
+			return out, nil
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("no answer from %s over UDP in three tries", host)
 	}
 	return out, err
 }
