@@ -75,6 +75,14 @@ type ServiceExportRecordSpec struct {
 	// +optional
 	ClusterTrafficDistribution *string `json:"clusterTrafficDistribution,omitempty"`
 
+	// clusterSelectors is the ServiceExport's fleetslice.io/cluster-selectors annotation
+	// (KEP-5939's clusterSelectors): an ordered list of cluster selectors, merged across
+	// exporters like trafficDistribution.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ClusterSelectors []ClusterSelector `json:"clusterSelectors,omitempty"`
+
 	// exportedLabels are the ServiceExport's spec.exportedLabels.
 	// +optional
 	ExportedLabels map[string]string `json:"exportedLabels,omitempty"`

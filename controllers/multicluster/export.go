@@ -21,6 +21,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
@@ -159,12 +160,15 @@ func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) mer
 // labels say. The broker's admission policy refuses such writes; this guards brokers that
 // were set up without it. It also rejects a record whose exported labels or annotations no
 // ServiceImport could carry (members refuse to publish one, older members did not): merged in,
-// they would fail every member's ServiceImport write and so stop the whole import.
+// they would fail every member's ServiceImport write and so stop the whole import. Cluster
+// selectors that do not validate are refused for the same reason: members refuse to publish
+// them, and a record carrying them was not written by a member of this version.
 func trustworthy(record *v1alpha1.ServiceExportRecord) bool {
 	ns, name, ok := brokerServiceOf(record)
 	return ok && record.Spec.ClusterID == record.Labels[v1alpha1.LabelSourceCluster] &&
 		record.Spec.ServiceNamespace == ns && record.Spec.ServiceName == name &&
-		merge.ValidateExportedMetadata(record.Spec.ExportedLabels, record.Spec.ExportedAnnotations) == nil
+		merge.ValidateExportedMetadata(record.Spec.ExportedLabels, record.Spec.ExportedAnnotations) == nil &&
+		clusterselect.Validate(record.Spec.ClusterSelectors) == nil
 }
 
 func (r *exportReconciler) handleInvalid(ctx context.Context, export *mcsv1beta1.ServiceExport, invalid *merge.ExportError) error {

@@ -10,6 +10,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 )
 
 // fieldConflict records that some exports differ from the oldest on a whole-Service field.
@@ -105,6 +106,12 @@ var scalarFields = []scalarField{
 		},
 	},
 	{
+		reason: ReasonClusterSelectorsConflict,
+		field:  "annotation " + v1alpha1.AnnotationClusterSelectors,
+		equal:  func(a, b *Record) bool { return clusterselect.Equal(a.ClusterSelectors, b.ClusterSelectors) },
+		show:   showSelectors,
+	},
+	{
 		reason: mcsv1beta1.ServiceExportReasonIPFamilyConflict,
 		field:  "ipFamilies",
 		equal: func(a, b *Record) bool {
@@ -174,4 +181,19 @@ func conflictReasons(portConflict bool, fields map[mcsv1beta1.ServiceExportCondi
 		}
 	}
 	return reasons
+}
+
+// maxShownSelectors is how long a list of selectors may be to be quoted in a condition message;
+// a longer one is described by its length.
+const maxShownSelectors = 200
+
+func showSelectors(r *Record) string {
+	switch v := clusterselect.Format(r.ClusterSelectors); {
+	case v == "":
+		return "unset"
+	case len(v) <= maxShownSelectors:
+		return v
+	default:
+		return strconv.Itoa(len(r.ClusterSelectors)) + " selectors"
+	}
 }

@@ -11,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 )
 
 // byteSource turns fuzz input into choices; past the end it keeps answering zero so that
@@ -66,6 +69,7 @@ func (s *byteSource) record() Record {
 	}[s.pick(3)]
 	r.TrafficDistribution = []*string{nil, ptr.To(""), ptr.To("PreferClose")}[s.pick(3)]
 	r.ClusterTrafficDistribution = []*string{nil, ptr.To(""), ptr.To("PreferSameCluster"), ptr.To("Other")}[s.pick(4)]
+	r.ClusterSelectors = [][]v1alpha1.ClusterSelector{nil, regionFirst[:0], regionFirst, regionFirst[:1], regionFirst[1:]}[s.pick(5)]
 	sets := []map[string]string{nil, {}, {"k": "1"}, {"k": "2"}}
 	r.ExportedLabels = sets[s.pick(len(sets))]
 	r.ExportedAnnotations = sets[s.pick(len(sets))]
@@ -320,5 +324,13 @@ func checkClusterPreference(t *testing.T, records []Record, result Result) {
 	}
 	if result.PrefersSameCluster() != (stringOrEmpty(oldest.ClusterTrafficDistribution) == "PreferSameCluster") {
 		t.Fatalf("PrefersSameCluster = %v for the oldest's %q", result.PrefersSameCluster(), stringOrEmpty(oldest.ClusterTrafficDistribution))
+	}
+	// KEP-5939: the oldest export's selectors, ClusterSelectorsConflict exactly when any differ.
+	differ := slices.ContainsFunc(records, func(r Record) bool { return !clusterselect.Equal(r.ClusterSelectors, oldest.ClusterSelectors) })
+	if got := slices.Contains(result.Reasons, ReasonClusterSelectorsConflict); got != differ {
+		t.Fatalf("ClusterSelectorsConflict = %v, want %v", got, differ)
+	}
+	if !clusterselect.Equal(result.ClusterSelectors, oldest.ClusterSelectors) {
+		t.Fatalf("merged selectors %s, the oldest's %s", clusterselect.Format(result.ClusterSelectors), clusterselect.Format(oldest.ClusterSelectors))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 )
 
 var epoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -102,4 +104,15 @@ func clusterDistribution(d string) func(*Record) {
 			r.ClusterTrafficDistribution = &d
 		}
 	}
+}
+
+// regionFirst selects the importer's region, then everything with a GPU.
+var regionFirst = []v1alpha1.ClusterSelector{
+	{PropertySelector: &v1alpha1.PropertySelector{MatchProperties: map[string]string{"region.topology.k8s.io": v1alpha1.SameAsImporter}}},
+	{PropertySelector: &v1alpha1.PropertySelector{MatchExpressions: []v1alpha1.PropertySelectorRequirement{{Key: "gpu.example.com", Operator: "Exists"}}}},
+}
+
+// selectors sets a record's cluster selectors.
+func selectors(list []v1alpha1.ClusterSelector) func(*Record) {
+	return func(r *Record) { r.ClusterSelectors = list }
 }

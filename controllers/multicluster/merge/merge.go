@@ -20,6 +20,10 @@
 //     bound) merges the same way: the oldest export's value, compared as written (absent and
 //     empty are one value), with ClusterTrafficDistributionConflict when exports differ. The
 //     MCS API has no field for it, so it is carried in Result.ClusterTrafficDistribution.
+//   - The ServiceExport annotation fleetslice.io/cluster-selectors (KEP-5939's ordered
+//     clusterSelectors, package clusterselect) merges the same way: the oldest export's list,
+//     compared selector by selector and in order (unset and empty are one value), with
+//     ClusterSelectorsConflict when exports differ; carried in Result.ClusterSelectors.
 //   - A conflicting field is reported on every export of the Service, the oldest included, as
 //     KEP-1645 asks ("set on all ServiceExports for the conflicted service") and as the MCS
 //     conformance suite checks. Every export therefore carries the same comma-joined reasons,
@@ -41,6 +45,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 )
 
 // Record is one cluster's export of the Service, as published to the broker.
@@ -57,6 +62,7 @@ var ConflictReasonOrder = []mcsv1beta1.ServiceExportConditionReason{
 	mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict,
 	mcsv1beta1.ServiceExportReasonTrafficDistributionConflict,
 	ReasonClusterTrafficDistributionConflict,
+	ReasonClusterSelectorsConflict,
 	mcsv1beta1.ServiceExportReasonIPFamilyConflict,
 }
 
@@ -64,6 +70,10 @@ var ConflictReasonOrder = []mcsv1beta1.ServiceExportConditionReason{
 // annotations differ. The MCS API defines no reason for a field it does not have, so the name
 // follows its <Field>Conflict pattern.
 const ReasonClusterTrafficDistributionConflict mcsv1beta1.ServiceExportConditionReason = "ClusterTrafficDistributionConflict"
+
+// ReasonClusterSelectorsConflict is KEP-5939's reason for exporters whose cluster selectors
+// differ (in any selector, or in their order).
+const ReasonClusterSelectorsConflict mcsv1beta1.ServiceExportConditionReason = "ClusterSelectorsConflict"
 
 // Result is the merged view of all exports of one Service.
 type Result struct {
@@ -76,6 +86,8 @@ type Result struct {
 	// ClusterTrafficDistribution is the oldest export's fleetslice.io/traffic-distribution
 	// annotation, empty when it has none; see PrefersSameCluster.
 	ClusterTrafficDistribution string
+	// ClusterSelectors are the oldest export's cluster selectors (KEP-5939), nil for none.
+	ClusterSelectors []v1alpha1.ClusterSelector
 	// Clusters lists every exporting cluster once, ascending.
 	Clusters []string
 	// OldestCluster is the cluster whose export wins the conflicts.
@@ -153,6 +165,7 @@ func Merge(records []Record) Result {
 		Labels:                     cloneNonEmptyMap(oldest.ExportedLabels),
 		Annotations:                cloneNonEmptyMap(oldest.ExportedAnnotations),
 		ClusterTrafficDistribution: stringOrEmpty(oldest.ClusterTrafficDistribution),
+		ClusterSelectors:           clusterselect.Clone(oldest.ClusterSelectors),
 		OldestCluster:              oldest.ClusterID,
 		DuplicateRecords:           duplicates,
 	}

@@ -103,6 +103,25 @@ func TestMergeWholeServiceFields(t *testing.T) {
 			wantMessages: map[string][]string{"b": {`exportedLabels: this export's differ from those of cluster "a", which are used`}},
 		},
 		{
+			name: "cluster selectors: the oldest list wins, ClusterSelectorsConflict on every export (KEP-5939)",
+			records: []Record{record("a", 0, selectors(regionFirst)), record("b", 1, selectors(regionFirst[:1])),
+				record("c", 2, selectors(regionFirst))},
+			wantReasons: []string{"ClusterSelectorsConflict"},
+			check: func(t *testing.T, r Result) {
+				if !reflect.DeepEqual(r.ClusterSelectors, regionFirst) {
+					t.Errorf("selectors = %+v, want the oldest's", r.ClusterSelectors)
+				}
+			},
+			wantMessages: map[string][]string{
+				"b": {`annotation fleetslice.io/cluster-selectors: this export has [{"propertySelector":{"matchProperties":{"region.topology.k8s.io":"@SameAsImporter@"}}}], but [{`, `from cluster "a" is used`},
+				"c": {`from cluster "a" is used; cluster "b" differs`},
+			},
+		},
+		{
+			name:    "cluster selectors: no selectors and an empty list agree",
+			records: []Record{record("a", 0), record("b", 1, selectors(regionFirst[:0]))},
+		},
+		{
 			name:    "no labels and an empty label set agree",
 			records: []Record{record("a", 0), record("b", 1, labels())},
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -14,6 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 )
 
 // ExportError says why a ServiceExport cannot be published. Reason is the reason of the
@@ -33,6 +35,10 @@ const (
 	ReasonInvalidExportedLabels      mcsv1beta1.ServiceExportConditionReason = "InvalidExportedLabels"
 	ReasonInvalidExportedAnnotations mcsv1beta1.ServiceExportConditionReason = "InvalidExportedAnnotations"
 )
+
+// ReasonInvalidClusterSelector is KEP-5939's Valid=False reason for cluster selectors that do
+// not parse or validate (package clusterselect).
+const ReasonInvalidClusterSelector mcsv1beta1.ServiceExportConditionReason = "InvalidClusterSelector"
 
 // maxInvalidMessageBytes keeps a Valid condition readable however many entries are wrong.
 const maxInvalidMessageBytes = 1024
@@ -64,8 +70,8 @@ func ValidateExportedMetadata(labels, annotations map[string]string) *ExportErro
 
 // RecordFromService returns the record cluster clusterID publishes for export, whose Service
 // (same namespace and name) is service, or nil when it does not exist. It fails with an
-// *ExportError (reason NoService, InvalidServiceType, InvalidExportedLabels or
-// InvalidExportedAnnotations) when the export is not valid, and with
+// *ExportError (reason NoService, InvalidServiceType, InvalidExportedLabels,
+// InvalidExportedAnnotations or InvalidClusterSelector) when the export is not valid, and with
 // a plain error when the arguments themselves are unusable.
 func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, service *corev1.Service) (Record, error) {
 	if export == nil {
@@ -101,6 +107,10 @@ func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, servi
 	if invalid := ValidateExportedMetadata(export.Spec.ExportedLabels, export.Spec.ExportedAnnotations); invalid != nil {
 		return Record{}, invalid
 	}
+	selectors, invalid := clusterSelectors(export, importType)
+	if invalid != nil {
+		return Record{}, invalid
+	}
 
 	return Record{
 		ClusterID:                  clusterID,
@@ -115,6 +125,7 @@ func RecordFromService(clusterID string, export *mcsv1beta1.ServiceExport, servi
 		InternalTrafficPolicy:      clonePointer(service.Spec.InternalTrafficPolicy),
 		TrafficDistribution:        clonePointer(service.Spec.TrafficDistribution),
 		ClusterTrafficDistribution: clusterTrafficDistribution(export),
+		ClusterSelectors:           selectors,
 		ExportedLabels:             maps.Clone(export.Spec.ExportedLabels),
 		ExportedAnnotations:        maps.Clone(export.Spec.ExportedAnnotations),
 	}, nil
@@ -134,6 +145,30 @@ func clusterTrafficDistribution(export *mcsv1beta1.ServiceExport) *string {
 		return &v
 	}
 	return nil
+}
+
+// clusterSelectors reads the export's cluster selectors (KEP-5939), refusing the export when
+// they do not parse or validate (InvalidClusterSelector) or its Service is headless, which the
+// KEP excludes from cluster selection (InvalidServiceType): a headless import answers with Pod
+// IPs and has no data path to steer.
+func clusterSelectors(export *mcsv1beta1.ServiceExport, t mcsv1beta1.ServiceImportType) ([]v1alpha1.ClusterSelector, *ExportError) {
+	value, ok := export.Annotations[v1alpha1.AnnotationClusterSelectors]
+	if !ok || strings.TrimSpace(value) == "" {
+		return nil, nil
+	}
+	selectors, err := clusterselect.Parse(value)
+	if err == nil {
+		err = clusterselect.Validate(selectors)
+	}
+	if err != nil {
+		return nil, &ExportError{Reason: ReasonInvalidClusterSelector, Message: truncate(err.Error(), maxInvalidMessageBytes)}
+	}
+	if len(selectors) > 0 && t == mcsv1beta1.Headless {
+		return nil, &ExportError{Reason: mcsv1beta1.ServiceExportReasonInvalidServiceType, Message: fmt.Sprintf(
+			"Service %s/%s is headless, and cluster selection applies only to ClusterSetIP Services (KEP-5939): "+
+				"remove the %s annotation to export it", export.Namespace, export.Name, v1alpha1.AnnotationClusterSelectors)}
+	}
+	return clusterselect.Clone(selectors), nil
 }
 
 // importTypeOf maps a Service to the ServiceImport type it exports as. ClusterIP "None" makes

@@ -238,3 +238,48 @@ func TestRecordFromServiceRefusesMetadataNoImportCouldCarry(t *testing.T) {
 		})
 	}
 }
+
+// KEP-5939: selectors are read from the annotation, refused with InvalidClusterSelector when
+// they do not parse or validate, and refused for a headless Service with InvalidServiceType.
+func TestRecordFromServiceReadsClusterSelectors(t *testing.T) {
+	const region = `[{"propertySelector":{"matchProperties":{"region.topology.k8s.io":"@SameAsImporter@"}}}]`
+	for _, tc := range []struct {
+		name, annotation string
+		headless         bool
+		wantReason       mcsv1beta1.ServiceExportConditionReason
+		wantMessage      string
+		wantSelectors    int
+	}{
+		{name: "the importer's region", annotation: region, wantSelectors: 1},
+		{name: "empty means none", annotation: " ", wantSelectors: 0},
+		{name: "an empty list means none", annotation: "[]", wantSelectors: 0},
+		{name: "headless without selectors exports", annotation: "", headless: true},
+		{name: "not JSON", annotation: "region", wantReason: ReasonInvalidClusterSelector, wantMessage: "not a JSON list of cluster selectors"},
+		{name: "an empty propertySelector", annotation: `[{"propertySelector":{}}]`, wantReason: ReasonInvalidClusterSelector,
+			wantMessage: "[0].propertySelector: Required value"},
+		{name: "a headless Service", annotation: region, headless: true, wantReason: mcsv1beta1.ServiceExportReasonInvalidServiceType,
+			wantMessage: "cluster selection applies only to ClusterSetIP Services"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			export := exportOf("shop", "cart")
+			if tc.annotation != "" {
+				export.Annotations = map[string]string{v1alpha1.AnnotationClusterSelectors: tc.annotation}
+			}
+			service := serviceOf("shop", "cart")
+			if tc.headless {
+				service.Spec.ClusterIP = corev1.ClusterIPNone
+			}
+			got, err := RecordFromService("east", export, service)
+			if tc.wantReason != "" {
+				var exportErr *ExportError
+				if !errors.As(err, &exportErr) || exportErr.Reason != tc.wantReason || !strings.Contains(exportErr.Message, tc.wantMessage) {
+					t.Fatalf("err = %v, want reason %s saying %q", err, tc.wantReason, tc.wantMessage)
+				}
+				return
+			}
+			if err != nil || len(got.ClusterSelectors) != tc.wantSelectors {
+				t.Fatalf("selectors %+v, err %v; want %d", got.ClusterSelectors, err, tc.wantSelectors)
+			}
+		})
+	}
+}

@@ -108,7 +108,7 @@ var decisionPackages = []string{
 	"controllers/endpointslice/hints", "controllers/endpointslice/selection",
 	"controllers/topology",
 	"controllers/multicluster/merge", "controllers/multicluster/importplan", "controllers/multicluster/sliceplan",
-	"controllers/multicluster/liveness", "controllers/multicluster/locality",
+	"controllers/multicluster/liveness", "controllers/multicluster/locality", "controllers/multicluster/clusterselect",
 	"agent/selection", "agent/dataplane/ruleset",
 	"dns/records",
 }
