@@ -5,6 +5,7 @@ package netlinkenc
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
@@ -165,33 +166,52 @@ func (c *compiler) loadConcat(fields []ruleset.Field) uint32 {
 	return offset
 }
 
-// compare matches the loaded field against a protocol, an address or a prefix.
+// compare matches the loaded field against a protocol, an address or a prefix. A prefix loads
+// only the bytes it covers and masks the last one when the prefix ends inside it, as nft compiles
+// it: a table written through either backend then reads back the same.
 func (c *compiler) compare(s *ruleset.Compare) error {
-	size, err := c.load(s.Field, 1)
-	if err != nil {
-		return err
-	}
 	op := expr.CmpOpEq
 	if s.Invert {
 		op = expr.CmpOpNeq
 	}
 	v := s.Value
+	if v.Kind == ruleset.PrefixValue && !v.Prefix().IsSingleIP() {
+		return c.comparePrefix(s.Field, op, v.Prefix())
+	}
+	size, err := c.load(s.Field, 1)
+	if err != nil {
+		return err
+	}
 	switch {
 	case v.Kind == ruleset.ProtoValue && size == 1:
 		c.emit(&expr.Cmp{Op: op, Register: 1, Data: []byte{byte(v.Num)}})
-	case v.Kind == ruleset.PrefixValue && !v.Prefix().IsSingleIP() && uint32(v.Addr.BitLen()/8) == size:
-		p := v.Prefix()
-		m := make([]byte, size)
-		for i := 0; i < p.Bits(); i++ {
-			m[i/8] |= 0x80 >> (i % 8)
-		}
-		c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: size, Mask: m, Xor: make([]byte, size)},
-			&expr.Cmp{Op: op, Register: 1, Data: p.Masked().Addr().AsSlice()})
 	case (v.Kind == ruleset.AddrValue || v.Kind == ruleset.PrefixValue) && uint32(v.Addr.BitLen()/8) == size:
 		c.emit(&expr.Cmp{Op: op, Register: 1, Data: v.Addr.AsSlice()})
 	default:
 		return fmt.Errorf("netlinkenc: cannot compare a %d-byte field with %+v", size, v)
 	}
+	return nil
+}
+
+func (c *compiler) comparePrefix(f ruleset.Field, op expr.CmpOp, p netip.Prefix) error {
+	offsets := map[bool]map[ruleset.FieldKind]uint32{
+		true:  {ruleset.SAddr: 12, ruleset.DAddr: 16},
+		false: {ruleset.SAddr: 8, ruleset.DAddr: 24},
+	}
+	offset, ok := offsets[p.Addr().Is4()][f.Kind]
+	if !ok || p.Addr().Is4() != (c.fam != ruleset.IPv6) {
+		return fmt.Errorf("netlinkenc: cannot compare field %d with the prefix %s", f.Kind, p)
+	}
+	n := uint32(p.Bits()+7) / 8
+	c.emit(&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: n})
+	if p.Bits()%8 != 0 {
+		m := make([]byte, n)
+		for i := 0; i < p.Bits(); i++ {
+			m[i/8] |= 0x80 >> (i % 8)
+		}
+		c.emit(&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: n, Mask: m, Xor: make([]byte, n)})
+	}
+	c.emit(&expr.Cmp{Op: op, Register: 1, Data: p.Masked().Addr().AsSlice()[:n]})
 	return nil
 }
 
@@ -218,7 +238,7 @@ func (c *compiler) dnatPick(s *ruleset.DNATPick) {
 }
 
 // dnatClient: the address in register 1, the port in 2, each looked up by the source address
-// loaded in the register after.
+// loaded into the register the lookup then overwrites, as nft allocates them.
 func (c *compiler) dnatClient(s *ruleset.DNATClient) {
 	nat := c.nat()
 	for i, reg := range []uint32{unix.NFT_REG_1, unix.NFT_REG_2} {
@@ -226,8 +246,8 @@ func (c *compiler) dnatClient(s *ruleset.DNATClient) {
 		if i == 1 {
 			name = s.PortMap
 		}
-		_, _ = c.load(ruleset.Field{Kind: ruleset.SAddr}, reg+1)
-		c.emit(&expr.Lookup{SourceRegister: reg + 1, DestRegister: reg, IsDestRegSet: true, SetName: name, SetID: c.setID(name)})
+		_, _ = c.load(ruleset.Field{Kind: ruleset.SAddr}, reg)
+		c.emit(&expr.Lookup{SourceRegister: reg, DestRegister: reg, IsDestRegSet: true, SetName: name, SetID: c.setID(name)})
 	}
 	nat.RegProtoMin = unix.NFT_REG_2
 	c.emit(nat)
