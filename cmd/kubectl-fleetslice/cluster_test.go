@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,9 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
@@ -26,30 +24,19 @@ func TestAgainstAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
 	}
-	dir, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer)
-	if err != nil {
-		t.Fatalf("kube-apiserver and etcd for envtest: %v", err)
-	}
-	defs, err := crds.Member()
+	// testenv gives the control plane the time a loaded CI machine needs to start it.
+	property, err := crds.ClusterProperty()
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDs: defs, ErrorIfCRDPathMissing: true, Scheme: scheme}
-	cfg, err := env.Start()
+	cluster, err := testenv.StartWith("plugin", property...)
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
-	defer func() { _ = env.Stop() }()
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigBytes, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer func() { _ = cluster.Stop() }()
+	cfg := cluster.Config
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kubeconfigBytes, 0o600); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
