@@ -27,6 +27,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/internal/lab/builders"
 )
 
@@ -153,6 +154,38 @@ var _ = Describe("the node agent in dry-run mode", func() {
 		Expect(k8s.Update(ctx, imp)).To(Succeed())
 		Eventually(clusterIPs).Should(Equal([]string{ip(derived)}))
 		Eventually(dr.Ruleset).ShouldNot(ContainSubstring("10.0.250.1"))
+	})
+
+	It("binds a derived Service to its ServiceImport by name and label, as the import controller writes it", func() {
+		imp := &mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache"},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Type:  mcsv1beta1.ClusterSetIP,
+				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+				IPs:   []string{"10.0.250.2"},
+			},
+		}
+		Expect(k8s.Create(ctx, imp)).To(Succeed())
+		derivedName := names.DerivedServiceName(ns, "cache")
+		derived := create(builders.MakeService(ns, derivedName).Port("http", 80, intstr.FromInt32(80)).
+			Label(mcsv1beta1.LabelServiceName, "cache").Obj())
+		// A user's Service carrying the label under another name must not take the import's IPs.
+		impostor := create(builders.MakeService(ns, "cache-lookalike").Port("http", 80, intstr.FromInt32(80)).
+			Label(mcsv1beta1.LabelServiceName, "cache").Obj())
+		ipsOf := func(name string) []string {
+			s, ok := a.service(key(name))
+			if !ok {
+				return nil
+			}
+			out := []string{}
+			for _, ip := range s.ClusterIPs {
+				out = append(out, ip.String())
+			}
+			return out
+		}
+		Eventually(ipsOf).WithArguments(derivedName).Should(Equal([]string{ip(derived), "10.0.250.2"}))
+		Eventually(ipsOf).WithArguments("cache-lookalike").Should(Equal([]string{ip(impostor)}))
+		Consistently(ipsOf).WithArguments("cache-lookalike").WithTimeout(time.Second).Should(Equal([]string{ip(impostor)}))
 	})
 
 	It("rewrites only the Service that changed on an incremental sync", func() {

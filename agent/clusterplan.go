@@ -12,13 +12,13 @@ import (
 )
 
 // clusterPlan reads this node's cluster's row of the cluster allocation the import controller
-// publishes on a derived Service. Only a Service owned by a ServiceImport counts: on any other
+// publishes on a derived Service. Only a derived Service of a ServiceImport counts: on any other
 // Service the annotation was not written by the controller. A missing cluster id, a missing
 // row or an allocation that does not validate means no plan, and the Service is programmed as
 // any other (spread over all endpoints, following hints), which is what it did before.
 func clusterPlan(svc *corev1.Service, node selection.Node) (selection.ClusterPlan, bool) {
 	raw := svc.Annotations[allocation.Annotation]
-	if _, owned := importOwner(svc); raw == "" || !owned || node.Cluster == "" {
+	if _, owned := importOf(svc); raw == "" || !owned || node.Cluster == "" {
 		return selection.ClusterPlan{}, false
 	}
 	a, err := allocation.Parse(raw)

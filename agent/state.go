@@ -8,11 +8,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane"
 	"github.com/fleetslice/fleetslice/agent/selection"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 // ZoneLabel is the Node label that names the node's zone.
@@ -75,7 +77,7 @@ func (s *store) markLocked(key types.NamespacedName) {
 func (s *store) setService(key types.NamespacedName, svc *corev1.Service) {
 	s.mu.Lock()
 	if old := s.services[key]; old != nil {
-		if imp, ok := importOwner(old); ok {
+		if imp, ok := importOf(old); ok {
 			delete(s.derived[imp], key)
 			if len(s.derived[imp]) == 0 {
 				delete(s.derived, imp)
@@ -86,7 +88,7 @@ func (s *store) setService(key types.NamespacedName, svc *corev1.Service) {
 		delete(s.services, key)
 	} else {
 		s.services[key] = svc
-		if imp, ok := importOwner(svc); ok {
+		if imp, ok := importOf(svc); ok {
 			if s.derived[imp] == nil {
 				s.derived[imp] = map[types.NamespacedName]bool{}
 			}
@@ -171,14 +173,27 @@ func (s *store) setNodeFact(field *string, value string) {
 	}
 }
 
-// importOwner returns the ServiceImport that controls a derived Service.
-func importOwner(svc *corev1.Service) (types.NamespacedName, bool) {
-	for _, ref := range svc.OwnerReferences {
-		if ref.Kind == mcsv1beta1.ServiceImportKindName && groupOf(ref.APIVersion) == mcsv1beta1.GroupName {
-			return types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, true
-		}
+// importOf returns the ServiceImport a derived Service belongs to: the one its name and
+// multicluster.kubernetes.io/service-name label bind it to, as fleetslice's import controller
+// does (names.ImportOfDerived), or the one an owner reference names, as other MCS
+// implementations (and fleetslice's own did before it bound them by name) do.
+func importOf(svc *corev1.Service) (types.NamespacedName, bool) {
+	if name, ok := names.ImportOfDerived(svc.Namespace, svc.Name, svc.Labels[mcsv1beta1.LabelServiceName]); ok {
+		return types.NamespacedName{Namespace: svc.Namespace, Name: name}, true
+	}
+	if ref, ok := importRef(svc); ok {
+		return types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}, true
 	}
 	return types.NamespacedName{}, false
+}
+
+func importRef(svc *corev1.Service) (metav1.OwnerReference, bool) {
+	for _, ref := range svc.OwnerReferences {
+		if ref.Kind == mcsv1beta1.ServiceImportKindName && groupOf(ref.APIVersion) == mcsv1beta1.GroupName {
+			return ref, true
+		}
+	}
+	return metav1.OwnerReference{}, false
 }
 
 func groupOf(apiVersion string) string {
@@ -190,20 +205,23 @@ func groupOf(apiVersion string) string {
 	return ""
 }
 
-// importFor returns the ServiceImport owning svc, but only the very object
-// the owner reference names: a ServiceImport recreated under the same name
-// has a new UID and must not lend its IPs to the old one's Service.
+// importFor returns the ServiceImport svc belongs to. An owner reference binds only the very
+// object it names: a ServiceImport recreated under the same name has a new UID and must not
+// lend its IPs to the old one's Service. A Service bound by name takes the ServiceImport of
+// that name, whose IPs the import controller copies from this very Service.
 func (s *store) importFor(svc *corev1.Service) *mcsv1beta1.ServiceImport {
-	for _, ref := range svc.OwnerReferences {
-		if ref.Kind != mcsv1beta1.ServiceImportKindName || groupOf(ref.APIVersion) != mcsv1beta1.GroupName {
-			continue
-		}
-		imp := s.imports[types.NamespacedName{Namespace: svc.Namespace, Name: ref.Name}]
-		if imp != nil && (ref.UID == "" || imp.UID == ref.UID) {
-			return imp
-		}
+	key, ok := importOf(svc)
+	if !ok {
+		return nil
 	}
-	return nil
+	imp := s.imports[key]
+	if imp == nil {
+		return nil
+	}
+	if ref, owned := importRef(svc); owned && ref.Name == key.Name && ref.UID != "" && ref.UID != imp.UID {
+		return nil
+	}
+	return imp
 }
 
 // pending is the outcome of refresh: what changed since the last one, the

@@ -120,11 +120,24 @@ var _ = Describe("multi-cluster services conformance", func() {
 				derived := derivedService(ctx, m, ns, "api")
 				g.Expect(derived).NotTo(BeNil())
 				g.Expect(derived.Spec.ClusterIPs).To(Equal(si.Spec.IPs), "the derived Service's cluster IPs are the ClusterSetIPs")
-				g.Expect(derived.OwnerReferences).To(ConsistOf(HaveField("UID", si.UID)))
+				g.Expect(derived.OwnerReferences).To(BeEmpty(), "bound by name, so that deleting the ServiceImport cannot collect its ClusterSetIP")
+				g.Expect(derived.Labels).To(HaveKeyWithValue(mcsv1beta1.LabelServiceName, "api"))
 				g.Expect(derived.Spec.SessionAffinity).To(Equal(corev1.ServiceAffinityClientIP))
 				g.Expect(derived.Spec.Selector).To(BeEmpty())
 			}).Should(Succeed(), "in %s", m.Name)
 		}
+
+		By("bringing a deleted ServiceImport back with the same ClusterSetIP")
+		before := serviceImport(ctx, b, ns, "api")
+		derivedBefore := derivedService(ctx, b, ns, "api")
+		Expect(b.Client.Delete(ctx, before)).To(Succeed())
+		Eventually(func(g Gomega) {
+			si := &mcsv1beta1.ServiceImport{}
+			g.Expect(b.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, si)).To(Succeed())
+			g.Expect(si.UID).NotTo(Equal(before.UID))
+			g.Expect(si.Spec.IPs).To(Equal(before.Spec.IPs))
+			g.Expect(derivedService(ctx, b, ns, "api").UID).To(Equal(derivedBefore.UID))
+		}).Should(Succeed())
 	})
 
 	It("propagates only exportedLabels and exportedAnnotations, and flags conflicting ones", func(ctx SpecContext) {

@@ -61,6 +61,16 @@ func (r *importReconciler) sliceToImport(ctx context.Context, obj client.Object)
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: slice.Namespace, Name: name}}}
 }
 
+// derivedToImport maps a derived Service to its import, bound by name and label rather than by
+// an owner reference (see names.ImportOfDerived).
+func derivedToImport(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := names.ImportOfDerived(obj.GetNamespace(), obj.GetName(), obj.GetLabels()[mcsv1beta1.LabelServiceName])
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
 // namespaceToImports maps a namespace to every exported Service in it, so that a namespace
 // created after the export still gets its imports.
 func (r *importReconciler) namespaceToImports(ctx context.Context, obj client.Object) []reconcile.Request {

@@ -38,12 +38,18 @@ func (w importWriter) do(kind, verb string, obj client.Object, write func() erro
 	return nil
 }
 
+// apply writes the derived Service first, so that a ServiceImport it creates carries the
+// Service's IPs from the start; then the ServiceImport, its slices and its status.
 func (w importWriter) apply(ctx context.Context, existing *mcsv1beta1.ServiceImport, plan importplan.Sync) error {
-	si, err := w.writeImport(ctx, existing, plan)
+	regarding := existing // what the derived Service's events name
+	if plan.CreateImport != nil {
+		regarding = plan.CreateImport
+	}
+	outcome, err := w.writeDerived(ctx, regarding, plan.Derived)
 	if err != nil {
 		return err
 	}
-	outcome, err := w.writeDerived(ctx, si, plan.Derived)
+	si, err := w.writeImport(ctx, existing, plan, outcome)
 	if err != nil {
 		return err
 	}
@@ -59,14 +65,18 @@ func (w importWriter) apply(ctx context.Context, existing *mcsv1beta1.ServiceImp
 	return w.conclude(ctx, si, plan, outcome)
 }
 
-// writeImport creates the ServiceImport or updates its labels and annotations, and returns it
-// as the API server now has it. A created import gets no event: an import appearing is what
-// exporting asks for, and at one event per import per member it was a fifth of a bulk start's
-// writes (events stay for the transitions a user acts on: withdrawals, conflicts, failures).
-func (w importWriter) writeImport(ctx context.Context, existing *mcsv1beta1.ServiceImport, plan importplan.Sync) (*mcsv1beta1.ServiceImport, error) {
+// writeImport creates the ServiceImport, with the spec the derived Service's outcome gives it,
+// or updates its labels and annotations, and returns it as the API server now has it. A
+// created import gets no event: an import appearing is what exporting asks for, and at one
+// event per import per member it was a fifth of a bulk start's writes (events stay for the
+// transitions a user acts on: withdrawals, conflicts, failures).
+func (w importWriter) writeImport(ctx context.Context, existing *mcsv1beta1.ServiceImport, plan importplan.Sync, out importplan.DerivedOutcome) (*mcsv1beta1.ServiceImport, error) {
 	switch {
 	case plan.CreateImport != nil:
 		si := plan.CreateImport.DeepCopy()
+		if spec := plan.ImportSpec(si, out); spec != nil {
+			si.Spec = *spec
+		}
 		return si, w.do("serviceimport", "create", si, func() error { return w.c.Create(ctx, si) })
 	case plan.UpdateImport != nil:
 		si := plan.UpdateImport.DeepCopy()
@@ -101,7 +111,6 @@ func (w importWriter) writeDerived(ctx context.Context, si *mcsv1beta1.ServiceIm
 
 func (w importWriter) updateDerived(ctx context.Context, si *mcsv1beta1.ServiceImport, svc *corev1.Service) (importplan.DerivedOutcome, error) {
 	svc = svc.DeepCopy()
-	importplan.BindOwner(svc, si)
 	err := w.do("service", "update", svc, func() error { return w.c.Update(ctx, svc) })
 	if apierrors.IsInvalid(err) {
 		w.recorder.Eventf(si, svc, corev1.EventTypeWarning, ReasonDerivedServiceInvalid, "Derive", "Updating the derived Service failed: %v", err)
@@ -115,7 +124,6 @@ func (w importWriter) createDerived(ctx context.Context, si *mcsv1beta1.ServiceI
 	var familyErrors []string
 	for _, attempt := range attempts {
 		svc := attempt.DeepCopy()
-		importplan.BindOwner(svc, si)
 		err := w.c.Create(ctx, svc)
 		localWrites.WithLabelValues("service", "create", result(err)).Inc()
 		switch {

@@ -208,7 +208,7 @@ func (w *wiring) addImports() error {
 		Named("multicluster-import").
 		WithOptions(w.controllerOptions()).
 		For(&mcsv1beta1.ServiceImport{}).
-		Owns(&corev1.Service{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport)).
 		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
 		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},

@@ -35,10 +35,8 @@ var importWriteBudget = map[apimetrics.Write]float64{
 	{Resource: "services", Verb: "create"}: 1,
 	// The API server's repair loop, racing a new Service, now and then allocates one again.
 	{Resource: "ipaddresses", Verb: "create"}: 1.1,
-	// The ServiceImport, and its spec again once the derived Service has its IP (created first,
-	// it is the derived Service's owner).
+	// The ServiceImport, created after the derived Service with its IPs: no second spec write.
 	{Resource: "serviceimports", Verb: "create"}: 1,
-	{Resource: "serviceimports", Verb: "update"}: 1,
 	// The import's status names its exporters: written again as each exporter's record arrives
 	// (1.15 to 1.55 per import here, as the members' starts are spread).
 	{Resource: "serviceimports/status", Verb: "update"}: 2,

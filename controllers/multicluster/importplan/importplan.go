@@ -48,14 +48,15 @@ func FamilyAttempts(families []corev1.IPFamily) []FamilyAttempt {
 	return attempts
 }
 
-// DerivedService returns the derived Service to create for a ClusterSetIP import.
-func DerivedService(namespace, name string, spec mcsv1beta1.ServiceImportSpec, owner metav1.OwnerReference, attempt FamilyAttempt) *corev1.Service {
+// DerivedService returns the derived Service to create for a ClusterSetIP import. It has no
+// owner: its name and label bind it to the import (names.ImportOfDerived), so that it can be
+// created before the ServiceImport, which is then created with the Service's IPs at once.
+func DerivedService(namespace, name string, spec mcsv1beta1.ServiceImportSpec, attempt FamilyAttempt) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       namespace,
-			Name:            names.DerivedServiceName(namespace, name),
-			Labels:          map[string]string{mcsv1beta1.LabelServiceName: name},
-			OwnerReferences: []metav1.OwnerReference{owner},
+			Namespace: namespace,
+			Name:      names.DerivedServiceName(namespace, name),
+			Labels:    map[string]string{mcsv1beta1.LabelServiceName: name},
 		},
 		Spec: corev1.ServiceSpec{
 			Type:           corev1.ServiceTypeClusterIP,
@@ -68,15 +69,22 @@ func DerivedService(namespace, name string, spec mcsv1beta1.ServiceImportSpec, o
 }
 
 // UpdateDerived sets the managed fields of an existing derived Service to what spec asks for
-// and reports whether anything changed. IP families are left alone: see NeedsRecreate.
-func UpdateDerived(existing *corev1.Service, name string, spec mcsv1beta1.ServiceImportSpec, owner metav1.OwnerReference) bool {
+// and reports whether anything changed. IP families are left alone: see NeedsRecreate. The
+// ServiceImport's owner reference, which derived Services carried before they were bound by
+// name, goes: with it, deleting the ServiceImport would garbage-collect the ClusterSetIP.
+func UpdateDerived(existing *corev1.Service, name string, spec mcsv1beta1.ServiceImportSpec) bool {
 	want := existing.DeepCopy()
 	setManagedSpec(&want.Spec, spec)
 	if want.Labels == nil {
 		want.Labels = map[string]string{}
 	}
 	want.Labels[mcsv1beta1.LabelServiceName] = name
-	want.OwnerReferences = []metav1.OwnerReference{owner}
+	want.OwnerReferences = slices.DeleteFunc(want.OwnerReferences, func(ref metav1.OwnerReference) bool {
+		return ref.Kind == mcsv1beta1.ServiceImportKindName && strings.HasPrefix(ref.APIVersion, mcsv1beta1.GroupName+"/")
+	})
+	if len(want.OwnerReferences) == 0 {
+		want.OwnerReferences = nil
+	}
 	if equality.Semantic.DeepEqual(want.Spec, existing.Spec) &&
 		equality.Semantic.DeepEqual(want.Labels, existing.Labels) &&
 		equality.Semantic.DeepEqual(want.OwnerReferences, existing.OwnerReferences) {

@@ -42,7 +42,7 @@ func importSpec() mcsv1beta1.ServiceImportSpec {
 
 func TestDerivedServiceAndUpdate(t *testing.T) {
 	spec := importSpec()
-	svc := DerivedService("shop", "web", spec, owner, FamilyAttempts(spec.IPFamilies)[0])
+	svc := DerivedService("shop", "web", spec, FamilyAttempts(spec.IPFamilies)[0])
 	if svc.Name != names.DerivedServiceName("shop", "web") || svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Selector != nil {
 		t.Fatalf("derived Service %+v", svc)
 	}
@@ -58,19 +58,45 @@ func TestDerivedServiceAndUpdate(t *testing.T) {
 	// As the API server would store it: IPs allocated, defaults filled.
 	stored := svc.DeepCopy()
 	stored.Spec.ClusterIP, stored.Spec.ClusterIPs = "10.0.0.7", []string{"10.0.0.7"}
-	if UpdateDerived(stored, "web", spec, owner) {
+	if UpdateDerived(stored, "web", spec) {
 		t.Fatal("an up-to-date derived Service must not be rewritten")
 	}
 	spec.SessionAffinity = corev1.ServiceAffinityNone
 	spec.Ports = spec.Ports[:1]
 	spec.TrafficDistribution = nil
-	if !UpdateDerived(stored, "web", spec, owner) {
+	if !UpdateDerived(stored, "web", spec) {
 		t.Fatal("a changed import must update the derived Service")
 	}
 	if stored.Spec.SessionAffinityConfig != nil || len(stored.Spec.Ports) != 1 || stored.Spec.TrafficDistribution != nil || stored.Spec.ClusterIP != "10.0.0.7" {
 		t.Fatalf("updated spec %+v", stored.Spec)
 	}
-	if UpdateDerived(stored, "web", spec, owner) {
+	if UpdateDerived(stored, "web", spec) {
+		t.Fatal("updating twice must be a no-op")
+	}
+}
+
+func TestDerivedServiceIsBoundByNameNotOwner(t *testing.T) {
+	spec := importSpec()
+	svc := DerivedService("shop", "web", spec, FamilyAttempt{})
+	if len(svc.OwnerReferences) != 0 {
+		t.Fatalf("a new derived Service names owners %+v; it must be creatable before its ServiceImport", svc.OwnerReferences)
+	}
+	if name, ok := names.ImportOfDerived(svc.Namespace, svc.Name, svc.Labels[mcsv1beta1.LabelServiceName]); !ok || name != "web" {
+		t.Fatalf("the derived Service binds to %q, %v; want web", name, ok)
+	}
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep", UID: "cm"}
+	svc.OwnerReferences = []metav1.OwnerReference{owner, other}
+	if !UpdateDerived(svc, "web", spec) {
+		t.Fatal("a derived Service still owned by its ServiceImport must be updated")
+	}
+	if len(svc.OwnerReferences) != 1 || svc.OwnerReferences[0] != other {
+		t.Fatalf("owner references %+v: want only the ServiceImport's gone", svc.OwnerReferences)
+	}
+	svc.OwnerReferences = []metav1.OwnerReference{owner}
+	if !UpdateDerived(svc, "web", spec) || svc.OwnerReferences != nil {
+		t.Fatalf("owner references %+v after dropping the last one, want none", svc.OwnerReferences)
+	}
+	if UpdateDerived(svc, "web", spec) {
 		t.Fatal("updating twice must be a no-op")
 	}
 }
@@ -179,13 +205,13 @@ func FuzzUpdateDerived(f *testing.F) {
 		if distribution != "" {
 			spec.TrafficDistribution = ptr.To(distribution)
 		}
-		fresh := DerivedService("ns", "web", spec, owner, FamilyAttempt{})
+		fresh := DerivedService("ns", "web", spec, FamilyAttempt{})
 		existing := &corev1.Service{}
-		UpdateDerived(existing, "web", spec, owner)
-		if UpdateDerived(existing, "web", spec, owner) {
+		UpdateDerived(existing, "web", spec)
+		if UpdateDerived(existing, "web", spec) {
 			t.Fatal("second update changed something")
 		}
-		if UpdateDerived(fresh, "web", spec, owner) {
+		if UpdateDerived(fresh, "web", spec) {
 			t.Fatal("a fresh derived Service is not up to date")
 		}
 	})
@@ -193,10 +219,10 @@ func FuzzUpdateDerived(f *testing.F) {
 
 func BenchmarkUpdateDerivedUnchanged(b *testing.B) {
 	spec := importSpec()
-	svc := DerivedService("shop", "web", spec, owner, FamilyAttempt{})
+	svc := DerivedService("shop", "web", spec, FamilyAttempt{})
 	b.ReportAllocs()
 	for b.Loop() {
-		if UpdateDerived(svc, "web", spec, owner) {
+		if UpdateDerived(svc, "web", spec) {
 			b.Fatal("changed")
 		}
 	}

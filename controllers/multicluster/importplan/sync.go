@@ -42,18 +42,21 @@ type Input struct {
 	Locality locality.Options
 }
 
-// Sync is every write one import sync makes, in the order the writer applies them. Two facts
-// only the API server knows are bound while writing, never decided there: the UID of a
-// ServiceImport this sync creates (its derived Service and slices name it as owner, see
-// BindOwner), and how the derived Service's create or update ended (its cluster IPs, or why it
-// was refused), from which Conclude decides the spec and status writes.
+// Sync is every write one import sync makes. The writer applies the derived Service first, then
+// the ServiceImport, the imported slices and the ServiceImport's status. Two facts only the API
+// server knows are bound while writing, never decided there: how the derived Service's create
+// or update ended (its cluster IPs, or why it was refused), from which ImportSpec and
+// ImportStatus decide the ServiceImport's spec and status, so that a ServiceImport is created
+// with its ClusterSetIPs and needs no second spec write; and the UID of a ServiceImport this
+// sync creates, which its imported slices name as owner (BindOwner).
 type Sync struct {
 	// Skip says why nothing is written; empty otherwise.
 	Skip string
 	// Teardown removes the import of a Service no cluster exports any more; nothing below is
 	// set with it.
 	Teardown *Teardown
-	// CreateImport or UpdateImport (labels and annotations) the ServiceImport.
+	// CreateImport or UpdateImport (labels and annotations) the ServiceImport. A created one
+	// gets its spec from ImportSpec once the derived Service is written.
 	CreateImport, UpdateImport *mcsv1beta1.ServiceImport
 	Derived                    DerivedPlan
 	Slices                     sliceplan.Changes
@@ -104,8 +107,8 @@ func Plan(in Input) Sync {
 	merged := mergeLive(in.Records, in.Live)
 	s := Sync{merged: merged, records: in.Records}
 	si := s.planImport(in)
+	s.planDerived(in, si)
 	owner := OwnerOf(si)
-	s.planDerived(in, si, owner)
 	desired := sliceplan.Imported(sliceTarget(si, merged.Spec.Type, &owner), sourcesOf(in.Sources, merged.Clusters))
 	s.Slices = sliceplan.Plan(desired, in.Imported)
 	s.present = len(desired) > 0
@@ -151,7 +154,7 @@ func (s *Sync) planImport(in Input) *mcsv1beta1.ServiceImport {
 
 // planDerived keeps the derived ClusterIP Service of a ClusterSetIP import, with the
 // allocation annotation, and removes it from a Headless one.
-func (s *Sync) planDerived(in Input, si *mcsv1beta1.ServiceImport, owner metav1.OwnerReference) {
+func (s *Sync) planDerived(in Input, si *mcsv1beta1.ServiceImport) {
 	spec := s.merged.Spec
 	existing := in.Derived
 	if existing != nil && (spec.Type != mcsv1beta1.ClusterSetIP || NeedsRecreate(existing, spec.IPFamilies)) {
@@ -169,14 +172,14 @@ func (s *Sync) planDerived(in Input, si *mcsv1beta1.ServiceImport, owner metav1.
 	want := s.planAllocation(in, have)
 	if existing == nil {
 		for _, attempt := range FamilyAttempts(spec.IPFamilies) {
-			svc := DerivedService(si.Namespace, si.Name, spec, owner, attempt)
+			svc := DerivedService(si.Namespace, si.Name, spec, attempt)
 			setAnnotation(svc, want)
 			s.Derived.Create = append(s.Derived.Create, svc)
 		}
 		return
 	}
 	update := existing.DeepCopy()
-	changed := UpdateDerived(update, si.Name, spec, owner)
+	changed := UpdateDerived(update, si.Name, spec)
 	if want != have {
 		setAnnotation(update, want)
 		changed = true

@@ -131,6 +131,19 @@ func DerivedServiceName(namespace, name string) string {
 	return DerivedPrefix + lowerBase32.EncodeToString(sum[:])[:derivedDigestLen]
 }
 
+// ImportOfDerived returns the name of the ServiceImport a derived Service in namespace belongs
+// to: the one its multicluster.kubernetes.io/service-name label names, provided the Service
+// carries that import's derived name. The pair binds them rather than an owner reference, which
+// would need the ServiceImport's UID before the ServiceImport can carry the Service's IPs, and
+// would let deleting the ServiceImport garbage-collect its ClusterSetIP. A Service a user
+// labels so under another name is not taken for one.
+func ImportOfDerived(namespace, serviceName, importLabel string) (string, bool) {
+	if importLabel == "" || serviceName != DerivedServiceName(namespace, importLabel) {
+		return "", false
+	}
+	return importLabel, true
+}
+
 // digest returns the first n hex digits of the SHA-256 of parts. Length prefixes keep
 // ("ab","c") and ("a","bc") apart.
 func digest(n int, parts ...string) string {

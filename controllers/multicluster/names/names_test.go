@@ -178,3 +178,21 @@ func FuzzNames(f *testing.F) {
 			validation.IsDNS1035Label, a1 == a2 && b1 == b2)
 	})
 }
+
+func TestImportOfDerived(t *testing.T) {
+	derived := DerivedServiceName("shop", "web")
+	for _, tc := range []struct {
+		desc, namespace, service, label, want string
+	}{
+		{"the import's derived Service", "shop", derived, "web", "web"},
+		{"no label", "shop", derived, "", ""},
+		{"a label naming another import", "shop", derived, "cart", ""},
+		{"the derived name of another namespace", "other", derived, "web", ""},
+		{"a user's Service labelled as if derived", "shop", "web", "web", ""},
+	} {
+		got, ok := ImportOfDerived(tc.namespace, tc.service, tc.label)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: ImportOfDerived(%q, %q, %q) = %q, %v; want %q", tc.desc, tc.namespace, tc.service, tc.label, got, ok, tc.want)
+		}
+	}
+}

@@ -13,11 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
-	"github.com/fleetslice/fleetslice/internal/lab/k8sbin"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
 	"github.com/fleetslice/fleetslice/internal/ops/crds"
 )
 
@@ -97,30 +96,27 @@ func TestExplainLiveService(t *testing.T) {
 
 func startControlPlane(t *testing.T) client.Client {
 	t.Helper()
-	dir, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer)
-	if err != nil {
-		t.Fatalf("kube-apiserver and etcd for envtest: %v", err)
-	}
-	defs, err := crds.Member()
-	if err != nil {
-		t.Fatal(err)
-	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, mcsv1beta1.Install} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDs: defs, ErrorIfCRDPathMissing: true, Scheme: scheme}
-	cfg, err := env.Start()
+	// testenv gives the control plane the time a loaded CI machine needs to start it.
+	property, err := crds.ClusterProperty()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := testenv.StartWith("explain", property...)
 	if err != nil {
 		t.Fatalf("starting envtest: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
+		if err := cluster.Stop(); err != nil {
 			t.Errorf("stopping envtest: %v", err)
 		}
 	})
+	cfg := cluster.Config
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -211,8 +211,8 @@ func (r *ImportReport) derived(in ImportInputs) {
 		r.Differences = append(r.Differences, "the ClusterSetIP import has no derived Service; the next sync creates it")
 		return
 	}
-	if importplan.UpdateDerived(in.Derived.DeepCopy(), si.Name, si.Spec, importplan.OwnerOf(si)) {
-		r.Differences = append(r.Differences, fmt.Sprintf("the derived Service %s differs from the import's ports, affinity or traffic policy; the next sync updates it", in.Derived.Name))
+	if importplan.UpdateDerived(in.Derived.DeepCopy(), si.Name, si.Spec) {
+		r.Differences = append(r.Differences, fmt.Sprintf("the derived Service %s differs from the import's ports, affinity or traffic policy (or still names the ServiceImport as owner); the next sync updates it", in.Derived.Name))
 	}
 	if ips := importplan.ClusterSetIPs(in.Derived); !slices.Equal(ips, si.Spec.IPs) {
 		r.Differences = append(r.Differences, fmt.Sprintf("spec.ips is %v, the derived Service's cluster IPs are %v", si.Spec.IPs, ips))

@@ -34,7 +34,7 @@ func testImport(clusters ...string) *mcsv1beta1.ServiceImport {
 
 // testDerived is the derived Service the controller keeps for si, carrying annotation.
 func testDerived(si *mcsv1beta1.ServiceImport, annotation string) *corev1.Service {
-	svc := importplan.DerivedService(si.Namespace, si.Name, si.Spec, importplan.OwnerOf(si), importplan.FamilyAttempts(nil)[0])
+	svc := importplan.DerivedService(si.Namespace, si.Name, si.Spec, importplan.FamilyAttempts(nil)[0])
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "10.96.1.1", []string{"10.96.1.1"}
 	if annotation != "" {
 		svc.Annotations = map[string]string{allocation.Annotation: annotation}
