@@ -128,6 +128,20 @@ type Publication struct {
 // published: without ready endpoints there is nothing to route, and without CPU anywhere the
 // allocation spreads, which is what agents do anyway without one.
 func Decide(members []Member, previous string, zones bool, opts Options) Publication {
+	return publish(Allocate(clustersOf(members, zones, nil), previousOf(previous), opts))
+}
+
+// DecideTiers is Decide for a Service with cluster selectors: tiers holds each member's ordered
+// selector results as an importing cluster (package clusterselect), and selection says how they
+// are followed: AllocateTiers (Bounded) or the KEP's default, FirstReady.
+func DecideTiers(members []Member, tiers map[string][][]string, previous string, zones bool, selection Selection, opts Options) Publication {
+	if selection == SelectionFirstReady {
+		return publish(FirstReady(clustersOf(members, false, tiers), previousOf(previous), opts))
+	}
+	return publish(AllocateTiers(clustersOf(members, zones, tiers), previousOf(previous), opts))
+}
+
+func clustersOf(members []Member, zones bool, tiers map[string][][]string) []Cluster {
 	clusters := make([]Cluster, 0, len(members))
 	for _, m := range members {
 		c := Cluster{Name: m.Name, Endpoints: m.Ready.Total}
@@ -137,15 +151,24 @@ func Decide(members []Member, previous string, zones bool, opts Options) Publica
 		if zones && m.HasCPU && m.CPU.Zones != nil && m.Ready.Unzoned == 0 {
 			c = Cluster{Name: m.Name, Zones: zoneInputs(m.CPU.Zones, m.Ready.ByZone)}
 		}
+		c.Tiers = tiers[m.Name]
 		clusters = append(clusters, c)
 	}
-	var prev []ClusterAllocation
-	if previous != "" {
-		if a, err := wire.Parse(previous); err == nil {
-			prev = FromWire(a)
-		}
+	return clusters
+}
+
+func previousOf(annotation string) []ClusterAllocation {
+	if annotation == "" {
+		return nil
 	}
-	res := Allocate(clusters, prev, opts)
+	a, err := wire.Parse(annotation)
+	if err != nil {
+		return nil
+	}
+	return FromWire(a)
+}
+
+func publish(res Result) Publication {
 	if res.Mode != Local && res.Mode != Spill {
 		return Publication{Result: res}
 	}

@@ -181,3 +181,26 @@ func TestDecideWithZones(t *testing.T) {
 		t.Fatalf("intake without spill: %s", p.Annotation)
 	}
 }
+
+// DecideTiers publishes the tiered allocation, stable when fed back, and the KEP's default
+// when asked: region A's one endpoint (a1) takes all of region A's traffic under first-ready,
+// while the bounded selection keeps it within +25% and sends the rest beyond the region.
+func TestDecideTiers(t *testing.T) {
+	members := []Member{member("a1", 8000, 1), member("a2", 8000, 0), member("b1", 8000, 10)}
+	tiers := map[string][][]string{"a1": {{"a1"}, {"a1", "a2"}}, "a2": {{"a2"}, {"a1", "a2"}}, "b1": {{"b1"}}}
+	bounded := DecideTiers(members, tiers, "", false, SelectionBounded, DefaultOptions())
+	if bounded.Annotation == "" || bounded.Result.MaxLoad > 1.25+1e-9 {
+		t.Fatalf("bounded: %+v", bounded)
+	}
+	if again := DecideTiers(members, tiers, bounded.Annotation, false, SelectionBounded, DefaultOptions()); again.Annotation != bounded.Annotation {
+		t.Fatalf("fed back:\n%s\n%s", bounded.Annotation, again.Annotation)
+	}
+	kep := DecideTiers(members, tiers, "", false, SelectionFirstReady, DefaultOptions())
+	a2, _ := kep.Result.For("a2")
+	if len(a2.Spill) != 1 || a2.Spill[0] != (Share{To: "a1", Share: 1}) || kep.Result.MaxLoad < 7 {
+		t.Fatalf("first-ready: a2 %+v, max load %v", a2, kep.Result.MaxLoad)
+	}
+	if err := Selection("nearest").Validate(); err == nil || SelectionBounded.Validate() != nil || SelectionFirstReady.Validate() != nil {
+		t.Fatal("Selection.Validate")
+	}
+}

@@ -20,7 +20,11 @@
 // every receiving cluster ends at the same load per endpoint.
 package locality
 
-import "github.com/fleetslice/fleetslice/controllers/topology"
+import (
+	"fmt"
+
+	"github.com/fleetslice/fleetslice/controllers/topology"
+)
 
 // Zone is one zone of a cluster: the allocatable milli-CPU of its ready worker Nodes (its
 // demand) and the Service's ready endpoints there (its capacity).
@@ -37,6 +41,10 @@ type Cluster struct {
 	MilliCPU  int64
 	Endpoints int
 	Zones     []Zone
+	// Tiers are this cluster's ordered cluster-selector results as an importing cluster
+	// (KEP-5939): for each selector, the clusters it selects. Only AllocateTiers and FirstReady
+	// read them.
+	Tiers [][]string
 }
 
 // Options tune the allocation.
@@ -60,6 +68,26 @@ func DefaultOptions() Options {
 // it must, and any that does takes its surplus back at once.
 func ForThreshold(t float64) Options {
 	return Options{OverloadThreshold: t, ReturnThreshold: t / 2}
+}
+
+// Selection says how a Service with cluster selectors (KEP-5939) follows its tiers.
+type Selection string
+
+const (
+	// SelectionBounded (the default): AllocateTiers, each level keeping what its endpoints
+	// carry within the overload bound, spilling the least to the next.
+	SelectionBounded Selection = "bounded"
+	// SelectionFirstReady: the KEP's default, FirstReady, the first tier with a ready
+	// endpoint takes all of a client's traffic whatever it can carry.
+	SelectionFirstReady Selection = "first-ready"
+)
+
+// Validate refuses a selection that is neither.
+func (s Selection) Validate() error {
+	if s != SelectionBounded && s != SelectionFirstReady {
+		return fmt.Errorf("cluster selection %q is neither %q nor %q", s, SelectionBounded, SelectionFirstReady)
+	}
+	return nil
 }
 
 // Mode says what kind of allocation a Result holds.
