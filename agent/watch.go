@@ -28,14 +28,15 @@ const (
 // CacheOptions restricts a controller-runtime cache to what the agent on
 // nodeName needs: its own Node, Services that have a cluster IP and are not
 // handled by another proxy, and the non-headless EndpointSlices that belong
-// to a Service. Managed fields are dropped to save memory on every node.
-// ServiceImports and ClusterProperties are cached whole (they are few and
-// small; ClusterProperties cannot be filtered here, since a ByObject entry
-// for a kind whose CRD is missing fails the whole cache).
+// to a Service. Every object is trimmed to what the agent reads (TrimObject)
+// before it enters the cache, to save memory on every node; the transform is
+// the default one rather than a ByObject entry, because a ByObject entry for
+// a kind whose CRD is missing (ServiceImports, ClusterProperties) fails the
+// whole cache.
 func CacheOptions(nodeName string) cache.Options {
 	noProxyName := requirement(LabelServiceProxyName, selection.DoesNotExist)
 	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: TrimObject,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 			&corev1.Service{}: {
