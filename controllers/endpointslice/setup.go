@@ -228,10 +228,14 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
+// containerPorts lists the ports of the containers that have some: a container without ports
+// serves no named target port (and the Pod cache keeps none, see TrimPod).
 func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
 	out := make([][]corev1.ContainerPort, 0, len(pod.Spec.Containers))
 	for _, c := range pod.Spec.Containers {
-		out = append(out, c.Ports)
+		if len(c.Ports) > 0 {
+			out = append(out, c.Ports)
+		}
 	}
 	return out
 }

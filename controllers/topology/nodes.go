@@ -7,8 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// LabelControlPlane marks Nodes that serve no workload traffic, so their CPU does not count.
-const LabelControlPlane = "node-role.kubernetes.io/control-plane"
+// LabelControlPlane marks Nodes that serve no workload traffic, so their CPU does not count;
+// LabelMasterRole is its legacy spelling, which counts the same.
+const (
+	LabelControlPlane = "node-role.kubernetes.io/control-plane"
+	LabelMasterRole   = "node-role.kubernetes.io/master"
+)
 
 // ZonesFromNodes sums the allocatable CPU of the ready, non-control-plane Nodes per zone, sorted
 // by zone name. Like upstream it refuses to guess: one such Node without a zone label or without
@@ -50,7 +54,7 @@ func nodeCounts(node *corev1.Node) bool {
 	if _, ok := node.Labels[LabelControlPlane]; ok {
 		return false
 	}
-	if _, ok := node.Labels["node-role.kubernetes.io/master"]; ok {
+	if _, ok := node.Labels[LabelMasterRole]; ok {
 		return false
 	}
 	for _, c := range node.Status.Conditions {
