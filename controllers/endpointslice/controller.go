@@ -16,6 +16,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -116,6 +117,9 @@ type Reconciler struct {
 	tracker  *sliceTracker
 	totals   serviceTotals
 	coalesce *coalesce.Coalescer
+	// pods is the Pod informer's index when SetupWithManager found one: a sync then reads the
+	// cached Pods in place instead of copying each into a list (see selectedPods).
+	pods toolscache.Indexer
 
 	triggerMu sync.Mutex
 	triggers  map[types.NamespacedName]*endpoints.TriggerState

@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		if err := mgr.GetFieldIndexer().IndexField(ctx, index.Object, index.Field, index.Extract); err != nil {
 			return fmt.Errorf("indexing %T by %s: %w", index.Object, index.Field, err)
 		}
+	}
+	// The Pod informer's own index, to read selected Pods in place (selectedPods); a cache that
+	// does not expose one is read through the client.
+	podInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("getting the Pod informer: %w", err)
+	}
+	if ix, ok := podInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
+		r.pods = ix.GetIndexer()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

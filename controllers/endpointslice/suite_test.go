@@ -50,6 +50,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopMgr = cancel
 	Expect(r.SetupWithManager(ctx, mgr)).To(Succeed())
+	Expect(endpointslice.ReadsPodsInPlace(r)).To(BeTrue(), "the manager's cache hands out no Pod index")
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
