@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
 
 // Every manager flag, set to a value other than its default, must land where its controller
@@ -49,6 +50,9 @@ func TestEveryFlagReachesItsController(t *testing.T) {
 		{"broker-credentials-warning", "240h", func(o *options) bool { return o.mcs.CredentialsWarning == 240*time.Hour }},
 		{"broker-credentials-check-interval", "10s", func(o *options) bool { return o.mcs.CredentialsCheckInterval == 10*time.Second }},
 		{"multicluster-concurrent-reconciles", "6", func(o *options) bool { return o.mcs.MaxConcurrentReconciles == 6 }},
+		// The KEP's default for cluster selectors instead of the bounded tiers; the import
+		// controller reads it from the same Options (multicluster.TestImportReconcilerTakesItsOptions).
+		{"cluster-selection", "first-ready", func(o *options) bool { return o.mcs.ClusterSelection == locality.SelectionFirstReady }},
 		{"broker-kubeconfig-optional", "true", func(o *options) bool { return o.brokerOptional }},
 		{"context", "member-a", func(o *options) bool { return o.kubeContext == "member-a" }},
 		{"metrics-bind-address", ":9090", func(o *options) bool { return o.managerOptions().Metrics.BindAddress == ":9090" }},
@@ -107,6 +111,18 @@ func parse(args ...string) (*options, error) {
 	}
 	_, err := o.complete()
 	return o, err
+}
+
+// An unknown --cluster-selection is refused where the flags are parsed, naming the values.
+func TestClusterSelectionIsRefusedWhenUnknown(t *testing.T) {
+	_, err := parse("--cluster-selection=nearest", "--broker-kubeconfig=/k")
+	if err == nil || !strings.Contains(err.Error(), "cluster-selection") || !strings.Contains(err.Error(), "first-ready") {
+		t.Fatalf("got %v, want a refusal naming the flag and its values", err)
+	}
+	o, err := parse("--broker-kubeconfig=/k")
+	if err != nil || o.mcs.ClusterSelection != locality.SelectionBounded {
+		t.Fatalf("default %q (%v), want bounded", o.mcs.ClusterSelection, err)
+	}
 }
 
 // 0 means 0 at both levels, and a threshold out of range is refused with the flag's name.

@@ -15,24 +15,43 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/allocation"
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
 
 // nodeDemand returns the Lease renewer's demand function: the member's Node CPU read from the
-// manager's cache (the EndpointSlice controller watches Nodes anyway). Peers divide a Service's
-// traffic across clusters by it, as zone hints divide it across zones.
-func nodeDemand(nodes client.Reader) func(ctx context.Context) map[string]string {
+// manager's cache (the EndpointSlice controller watches Nodes anyway), and its ClusterProperties
+// read from the API server (uncached: a handful of objects, and their CRD may be missing).
+// Peers divide a Service's traffic across clusters by the CPU, as zone hints divide it across
+// zones, and match cluster selectors (KEP-5939) against the properties. A part that cannot be
+// read is left out, so that the last published value stays.
+func nodeDemand(nodes, properties client.Reader) func(ctx context.Context) map[string]string {
 	return func(ctx context.Context) map[string]string {
+		out := map[string]string{}
 		list := &corev1.NodeList{}
 		if err := nodes.List(ctx, list); err != nil {
 			log.FromContext(ctx).Error(err, "listing Nodes to publish this member's CPU; keeping the last published value")
+		} else {
+			ptrs := make([]*corev1.Node, len(list.Items))
+			for i := range list.Items {
+				ptrs[i] = &list.Items[i]
+			}
+			maps.Copy(out, locality.CPUFromNodes(ptrs).Annotations())
+		}
+		if properties != nil {
+			props, err := clusterid.ReadAll(ctx, properties)
+			if err != nil {
+				log.FromContext(ctx).Error(err, "reading ClusterProperties to publish them; keeping the last published value")
+			} else {
+				out[v1alpha1.AnnotationClusterProperties] = clusterselect.FormatProperties(props)
+			}
+		}
+		if len(out) == 0 {
 			return nil
 		}
-		ptrs := make([]*corev1.Node, len(list.Items))
-		for i := range list.Items {
-			ptrs[i] = &list.Items[i]
-		}
-		return locality.CPUFromNodes(ptrs).Annotations()
+		return out
 	}
 }
 
@@ -51,13 +70,16 @@ func (r *leaseRenewer) demandAnnotations(ctx context.Context, have map[string]st
 	if out == nil {
 		out = map[string]string{}
 	}
-	delete(out, allocation.AnnotationZoneMilliCPU)
+	if _, ok := now[allocation.AnnotationWorkerMilliCPU]; ok {
+		delete(out, allocation.AnnotationZoneMilliCPU)
+	}
 	maps.Copy(out, now)
 	return out
 }
 
-// demandChanges re-enqueues every ServiceImport when a member's published CPU changes, which
-// moves every allocation; renewals that change nothing else are filtered out first.
+// demandChanges re-enqueues every ServiceImport when a member's published CPU or
+// ClusterProperties change, which move every allocation and cluster selector result; renewals
+// that change nothing else are filtered out first.
 func demandChanges(local client.Reader) (handler.TypedEventHandler[*coordinationv1.Lease, reconcile.Request], predicate.TypedPredicate[*coordinationv1.Lease]) {
 	changed := predicate.TypedFuncs[*coordinationv1.Lease]{
 		CreateFunc:  func(event.TypedCreateEvent[*coordinationv1.Lease]) bool { return true },
@@ -82,9 +104,10 @@ func demandChanges(local client.Reader) (handler.TypedEventHandler[*coordination
 	return enqueue, changed
 }
 
-func demandOf(l *coordinationv1.Lease) [2]string {
+func demandOf(l *coordinationv1.Lease) [3]string {
 	if l == nil {
-		return [2]string{}
+		return [3]string{}
 	}
-	return [2]string{l.Annotations[allocation.AnnotationWorkerMilliCPU], l.Annotations[allocation.AnnotationZoneMilliCPU]}
+	return [3]string{l.Annotations[allocation.AnnotationWorkerMilliCPU], l.Annotations[allocation.AnnotationZoneMilliCPU],
+		l.Annotations[v1alpha1.AnnotationClusterProperties]}
 }

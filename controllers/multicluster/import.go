@@ -40,6 +40,7 @@ type importReconciler struct {
 	members         *membership
 	recorder        events.EventRecorder
 	locality        locality.Options
+	selection       locality.Selection
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete

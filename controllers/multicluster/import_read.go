@@ -13,6 +13,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
@@ -24,7 +25,7 @@ import (
 // read gathers everything an import sync decides from, all from the caches: the broker's
 // records and copies, the Leases' liveness and CPU, and the member's own objects.
 func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (importplan.Input, error) {
-	in := importplan.Input{Key: key, Locality: r.locality}
+	in := importplan.Input{Key: key, Locality: r.locality, Selection: r.selection, Self: r.self}
 	var err error
 	if in.Records, err = r.records(ctx, key); err != nil {
 		return in, err
@@ -120,6 +121,7 @@ func (r *importReconciler) liveMembers(ctx context.Context) ([]locality.Member, 
 		}
 		m := locality.Member{Name: l.Cluster}
 		m.CPU, m.HasCPU = locality.NodeCPUFromAnnotations(leases.Items[i].Annotations)
+		m.Properties, _ = clusterselect.ParseProperties(leases.Items[i].Annotations[v1alpha1.AnnotationClusterProperties])
 		out = append(out, m)
 	}
 	return out, nil

@@ -25,6 +25,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
 
@@ -85,6 +86,11 @@ type Options struct {
 	// manager derives it from the zone hints' --topology-overload-threshold
 	// (locality.ForThreshold), so both levels keep one promise.
 	Locality locality.Options
+	// ClusterSelection is how Services with cluster selectors (KEP-5939) follow their tiers:
+	// locality.SelectionBounded (default) keeps each tier within the overload bound and spills
+	// the least to the next; locality.SelectionFirstReady is the KEP's default, the first tier
+	// with a ready endpoint whatever it can carry.
+	ClusterSelection locality.Selection
 	// CredentialsWarning is how long before the broker credentials expire a Warning event says
 	// so; default 30 days. CredentialsCheckInterval is how often the kubeconfig file is re-read
 	// for a renewed token and the expiry judged; default a minute.
@@ -103,6 +109,7 @@ func DefaultOptions() Options {
 		BrokerBurst:              DefaultBrokerBurst,
 		MaxRetryDelay:            DefaultMaxRetryDelay,
 		Locality:                 locality.DefaultOptions(),
+		ClusterSelection:         locality.SelectionBounded,
 		CredentialsWarning:       DefaultCredentialsWarning,
 		CredentialsCheckInterval: DefaultCredentialsCheckInterval,
 	}
@@ -135,6 +142,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"how often the broker kubeconfig is re-read for a renewed token and its expiry judged")
 	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"workers of each multi-cluster controller")
+	fs.Func("cluster-selection", fmt.Sprintf("how Services with cluster selectors (annotation %s, KEP-5939) follow their tiers: "+
+		"%s (each tier keeps what its endpoints carry within --topology-overload-threshold and spills the least to the next) or "+
+		"%s (the KEP's default: the first tier with a ready endpoint takes all, whatever it can carry) (default %s)",
+		v1alpha1.AnnotationClusterSelectors, locality.SelectionBounded, locality.SelectionFirstReady, o.ClusterSelection),
+		func(s string) error {
+			o.ClusterSelection = locality.Selection(s)
+			return o.ClusterSelection.Validate()
+		})
 }
 
 // Enabled reports whether a broker is configured.
@@ -173,6 +188,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.Locality.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := o.ClusterSelection.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-selection: %w", err))
 	}
 	if o.BrokerQPS > 0 && o.BrokerBurst < 1 {
 		errs = append(errs, fmt.Errorf("broker burst %d must be at least 1 when the broker QPS (%v) is limited", o.BrokerBurst, o.BrokerQPS))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
@@ -43,6 +44,7 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		{"negative credentials check interval", func(o *Options) { o.CredentialsCheckInterval = -time.Second }, "check interval"},
 		{"an options literal without the defaults", func(o *Options) { *o = Options{BrokerConfig: &rest.Config{}} }, "lease duration"},
 		{"an overload threshold out of range", func(o *Options) { o.Locality.OverloadThreshold = 11 }, "--topology-overload-threshold"},
+		{"an unknown cluster selection", func(o *Options) { o.ClusterSelection = "nearest" }, "--cluster-selection"},
 	}
 	for _, tc := range tests {
 		err := enabled(tc.change).Validate()
@@ -123,5 +125,17 @@ func TestValidateLeaderElection(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "--cluster-lease-duration") {
 			t.Errorf("%s: the error should name the flag to change: %v", tc.name, err)
 		}
+	}
+}
+
+// The import controller follows the member's --topology-overload-threshold and
+// --cluster-selection (cmd/manager's flag test shows the flags land in Options).
+func TestImportReconcilerTakesItsOptions(t *testing.T) {
+	opts := DefaultOptions()
+	opts.ClusterSelection = locality.SelectionFirstReady
+	opts.Locality = locality.ForThreshold(0.4)
+	r := newImportReconciler(opts, "east", nil, nil, nil, nil)
+	if r.selection != locality.SelectionFirstReady || r.locality != opts.Locality || r.self != "east" {
+		t.Fatalf("reconciler selection %q, locality %+v", r.selection, r.locality)
 	}
 }

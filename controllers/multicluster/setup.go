@@ -68,7 +68,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		namespace: opts.BrokerNamespace, self: self,
 		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
 		leaveOnShutdown: opts.LeaveOnShutdown, leaving: w.leaving,
-		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient()),
+		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient(), mgr.GetAPIReader()),
 	}); err != nil {
 		return err
 	}
@@ -197,11 +197,16 @@ func (w *wiring) addExports() error {
 	return nil
 }
 
-func (w *wiring) addImports() error {
-	imports := &importReconciler{
-		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
-		self: w.self, members: w.members, recorder: w.recorder, locality: w.opts.Locality,
+// newImportReconciler builds the import controller's reconciler from the member's options.
+func newImportReconciler(opts Options, self string, local, broker client.Client, members *membership, recorder events.EventRecorder) *importReconciler {
+	return &importReconciler{
+		local: local, broker: broker, brokerNamespace: opts.BrokerNamespace, self: self, members: members,
+		recorder: recorder, locality: opts.Locality, selection: opts.ClusterSelection,
 	}
+}
+
+func (w *wiring) addImports() error {
+	imports := newImportReconciler(w.opts, w.self, w.mgr.GetClient(), w.broker.GetClient(), w.members, w.recorder)
 	brokerCache := w.broker.GetCache()
 	demandHandler, demandChanged := demandChanges(w.mgr.GetClient())
 	err := ctrl.NewControllerManagedBy(w.mgr).

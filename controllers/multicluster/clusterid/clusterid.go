@@ -111,3 +111,24 @@ func Ensure(ctx context.Context, c client.Client, id string) error {
 	}
 	return nil
 }
+
+// ReadAll returns every ClusterProperty of the cluster, name to value: what cluster selectors
+// (KEP-5939) match. It is empty when the CRD is not installed.
+func ReadAll(ctx context.Context, reader client.Reader) (map[string]string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(GroupVersionKind.GroupVersion().WithKind(GroupVersionKind.Kind + "List"))
+	err := reader.List(ctx, list)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return map[string]string{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("listing ClusterProperties: %w", err)
+	}
+	out := make(map[string]string, len(list.Items))
+	for i := range list.Items {
+		if value, found, err := unstructured.NestedString(list.Items[i].Object, "spec", "value"); err == nil && found {
+			out[list.Items[i].GetName()] = value
+		}
+	}
+	return out, nil
+}

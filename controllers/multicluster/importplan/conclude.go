@@ -60,11 +60,12 @@ func (s Sync) ImportStatus(si *mcsv1beta1.ServiceImport, out DerivedOutcome) *St
 		FamilyProblem:  out.FamilyProblem,
 		ServiceProblem: out.ServiceProblem,
 	}
-	status, changed := Status(si.Status, s.merged.Clusters, s.present, ReadyCondition(readiness, si.Generation))
-	if !changed {
+	status, _ := Status(si.Status, s.merged.Clusters, s.present, ReadyCondition(readiness, si.Generation))
+	missing := s.selection.setCondition(&status, si.Status.Conditions, si.Generation)
+	if equality.Semantic.DeepEqual(si.Status, status) {
 		return nil
 	}
-	return &StatusWrite{Status: status, Announce: lostClusters(statusClusters(si), s.merged.Clusters, s.records)}
+	return &StatusWrite{Status: status, Announce: append(lostClusters(statusClusters(si), s.merged.Clusters, s.records), missing...)}
 }
 
 // lostClusters returns one event per kind of loss among the import's exporting clusters

@@ -40,6 +40,10 @@ type Input struct {
 	// Members are the live members with the CPU their Leases publish (Ready left empty).
 	Members  []locality.Member
 	Locality locality.Options
+	// Selection is how cluster selectors' tiers are followed; Self is this member's id, whose
+	// selector results the ServiceImport carries.
+	Selection locality.Selection
+	Self      string
 }
 
 // Sync is every write one import sync makes. The writer applies the derived Service first, then
@@ -64,9 +68,10 @@ type Sync struct {
 	// exports prefer the same cluster; Allocation.Annotation is what Derived carries.
 	Allocation *locality.Publication
 
-	merged  merge.Result
-	present bool
-	records []merge.Record
+	merged    merge.Result
+	selection selection
+	present   bool
+	records   []merge.Record
 }
 
 // Teardown removes an import: its imported slices, then the derived Service (only one that
@@ -105,7 +110,7 @@ func Plan(in Input) Sync {
 		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
 	}
 	merged := mergeLive(in.Records, in.Live)
-	s := Sync{merged: merged, records: in.Records}
+	s := Sync{merged: merged, records: in.Records, selection: planSelection(in, merged)}
 	si := s.planImport(in)
 	s.planDerived(in, si)
 	owner := OwnerOf(si)
@@ -136,17 +141,18 @@ func mergeLive(records []merge.Record, live map[string]bool) merge.Result {
 // planImport creates the ServiceImport or brings its labels and annotations up to date (only
 // the exported ones belong on it), and returns it as the later writes see it.
 func (s *Sync) planImport(in Input) *mcsv1beta1.ServiceImport {
+	annotations := s.selection.annotations(s.merged.Annotations)
 	if in.Import == nil {
 		s.CreateImport = &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Namespace: in.Key.Namespace, Name: in.Key.Name, Labels: s.merged.Labels, Annotations: s.merged.Annotations},
+			ObjectMeta: metav1.ObjectMeta{Namespace: in.Key.Namespace, Name: in.Key.Name, Labels: s.merged.Labels, Annotations: annotations},
 			Spec:       Spec(s.merged.Spec, ClusterSetIPs(in.Derived)),
 		}
 		return s.CreateImport
 	}
 	si := in.Import
-	if !equality.Semantic.DeepEqual(si.Labels, s.merged.Labels) || !equality.Semantic.DeepEqual(si.Annotations, s.merged.Annotations) {
+	if !equality.Semantic.DeepEqual(si.Labels, s.merged.Labels) || !equality.Semantic.DeepEqual(si.Annotations, annotations) {
 		s.UpdateImport = si.DeepCopy()
-		s.UpdateImport.Labels, s.UpdateImport.Annotations = s.merged.Labels, s.merged.Annotations
+		s.UpdateImport.Labels, s.UpdateImport.Annotations = s.merged.Labels, annotations
 		return s.UpdateImport
 	}
 	return si
@@ -192,14 +198,19 @@ func (s *Sync) planDerived(in Input, si *mcsv1beta1.ServiceImport) {
 }
 
 // planAllocation decides where each cluster's clients send this Service's traffic when its
-// exports prefer the same cluster, and returns the annotation to publish ("" for none). Every
+// exports prefer the same cluster or carry cluster selectors (then by their tiers), and returns the annotation to publish ("" for none). Every
 // member decides it with the same pure function from the same broker state, and the previous
 // annotation carries the hysteresis.
 func (s *Sync) planAllocation(in Input, have string) string {
-	if !s.merged.PrefersSameCluster() || len(s.merged.Clusters) == 0 {
+	tiered := len(s.selection.selectors) > 0
+	if (!s.merged.PrefersSameCluster() && !tiered) || len(s.merged.Clusters) == 0 {
 		return ""
 	}
-	pub := locality.Decide(localityMembers(in.Members, in.Sources, s.merged.Clusters), have, prefersZone(s.merged.Spec.TrafficDistribution), in.Locality)
+	members, zones := localityMembers(in.Members, in.Sources, s.merged.Clusters), prefersZone(s.merged.Spec.TrafficDistribution)
+	pub := locality.Decide(members, have, zones, in.Locality)
+	if tiered {
+		pub = locality.DecideTiers(members, s.selection.tiers, have, zones, in.Selection, in.Locality)
+	}
 	if pub.Annotation != have {
 		s.Allocation = &pub
 	}

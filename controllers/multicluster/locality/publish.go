@@ -113,6 +113,9 @@ type Member struct {
 	CPU    NodeCPU
 	HasCPU bool
 	Ready  ReadyEndpoints
+	// Properties are the ClusterProperties its Lease publishes (nil when it publishes none),
+	// which cluster selectors match.
+	Properties map[string]string
 }
 
 // Publication is what the import controller writes on the derived Service.
