@@ -41,6 +41,29 @@ var _ = Describe("the node agent in dry-run mode", func() {
 		a      *runningAgent
 	)
 	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	// createImport creates a ClusterSetIP ServiceImport of one HTTP port with ips.
+	createImport := func(name string, ips ...string) *mcsv1beta1.ServiceImport {
+		return create(&mcsv1beta1.ServiceImport{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: mcsv1beta1.ServiceImportSpec{
+				Type:  mcsv1beta1.ClusterSetIP,
+				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+				IPs:   ips,
+			},
+		})
+	}
+	// clusterIPsOf lists the cluster IPs the agent programs for the Service name.
+	clusterIPsOf := func(name string) []string {
+		s, ok := a.service(key(name))
+		if !ok {
+			return nil
+		}
+		out := []string{}
+		for _, ip := range s.ClusterIPs {
+			out = append(out, ip.String())
+		}
+		return out
+	}
 
 	BeforeEach(func() {
 		ns = newNamespace()
@@ -116,15 +139,7 @@ var _ = Describe("the node agent in dry-run mode", func() {
 	})
 
 	It("programs a ServiceImport's IPs on the derived Service and its imported endpoints", func() {
-		imp := &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-			Spec: mcsv1beta1.ServiceImportSpec{
-				Type:  mcsv1beta1.ClusterSetIP,
-				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-				IPs:   []string{"10.0.250.1"},
-			},
-		}
-		Expect(k8s.Create(ctx, imp)).To(Succeed())
+		imp := createImport("db", "10.0.250.1")
 		derived := create(builders.MakeService(ns, "derived-db").Port("http", 80, intstr.FromInt32(80)).
 			Label(mcsv1beta1.LabelServiceName, "db").
 			Owner(metav1.OwnerReference{
@@ -134,58 +149,28 @@ var _ = Describe("the node agent in dry-run mode", func() {
 		create(builders.MakeImportedSlice(ns, "db-remote", "db", "member-b").DerivedService("derived-db").Port("http", 8080).
 			Endpoints(endpoint("10.4.0.1", "", ""), endpoint("10.4.0.2", "", "")).Obj())
 
-		clusterIPs := func() []string {
-			s, ok := a.service(key("derived-db"))
-			if !ok {
-				return nil
-			}
-			out := []string{}
-			for _, ip := range s.ClusterIPs {
-				out = append(out, ip.String())
-			}
-			return out
-		}
-		Eventually(clusterIPs).Should(Equal([]string{ip(derived), "10.0.250.1"}))
+		Eventually(clusterIPsOf).WithArguments("derived-db").Should(Equal([]string{ip(derived), "10.0.250.1"}))
 		Eventually(a.endpointsOf).WithArguments(key("derived-db"), "http").Should(Equal([]string{"10.4.0.1:8080", "10.4.0.2:8080"}))
 		Expect(dr.Ruleset()).To(And(ContainSubstring("10.0.250.1 . tcp . 80"), ContainSubstring(ip(derived)+" . tcp . 80")))
 
 		By("following the ServiceImport when its IPs change")
 		imp.Spec.IPs = []string{ip(derived)}
 		Expect(k8s.Update(ctx, imp)).To(Succeed())
-		Eventually(clusterIPs).Should(Equal([]string{ip(derived)}))
+		Eventually(clusterIPsOf).WithArguments("derived-db").Should(Equal([]string{ip(derived)}))
 		Eventually(dr.Ruleset).ShouldNot(ContainSubstring("10.0.250.1"))
 	})
 
 	It("binds a derived Service to its ServiceImport by name and label, as the import controller writes it", func() {
-		imp := &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache"},
-			Spec: mcsv1beta1.ServiceImportSpec{
-				Type:  mcsv1beta1.ClusterSetIP,
-				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-				IPs:   []string{"10.0.250.2"},
-			},
-		}
-		Expect(k8s.Create(ctx, imp)).To(Succeed())
+		createImport("cache", "10.0.250.2")
 		derivedName := names.DerivedServiceName(ns, "cache")
 		derived := create(builders.MakeService(ns, derivedName).Port("http", 80, intstr.FromInt32(80)).
 			Label(mcsv1beta1.LabelServiceName, "cache").Obj())
 		// A user's Service carrying the label under another name must not take the import's IPs.
 		impostor := create(builders.MakeService(ns, "cache-lookalike").Port("http", 80, intstr.FromInt32(80)).
 			Label(mcsv1beta1.LabelServiceName, "cache").Obj())
-		ipsOf := func(name string) []string {
-			s, ok := a.service(key(name))
-			if !ok {
-				return nil
-			}
-			out := []string{}
-			for _, ip := range s.ClusterIPs {
-				out = append(out, ip.String())
-			}
-			return out
-		}
-		Eventually(ipsOf).WithArguments(derivedName).Should(Equal([]string{ip(derived), "10.0.250.2"}))
-		Eventually(ipsOf).WithArguments("cache-lookalike").Should(Equal([]string{ip(impostor)}))
-		Consistently(ipsOf).WithArguments("cache-lookalike").WithTimeout(time.Second).Should(Equal([]string{ip(impostor)}))
+		Eventually(clusterIPsOf).WithArguments(derivedName).Should(Equal([]string{ip(derived), "10.0.250.2"}))
+		Eventually(clusterIPsOf).WithArguments("cache-lookalike").Should(Equal([]string{ip(impostor)}))
+		Consistently(clusterIPsOf).WithArguments("cache-lookalike").WithTimeout(time.Second).Should(Equal([]string{ip(impostor)}))
 	})
 
 	It("rewrites only the Service that changed on an incremental sync", func() {
