@@ -53,8 +53,8 @@ type Options struct {
 	// a quiet period is programmed at once, a burst of changes in one
 	// sync.
 	MinSyncInterval time.Duration
-	// SyncPeriod is how often a full sync rebuilds the tables to repair
-	// drift.
+	// SyncPeriod is how often a full sync compares every Service with the
+	// kernel's tables and writes where they differ, which repairs drift.
 	SyncPeriod time.Duration
 	// DriftCheckPeriod is how often dataplanes that can read their table
 	// back (DriftChecker) compare it with what they last programmed; drift
@@ -126,7 +126,7 @@ func (o Options) Validate() error {
 // Report describes one sync attempt.
 type Report struct {
 	// Full is true when the agent asked for a full sync (the dataplanes may
-	// also decide to rebuild on their own: see Stats[i].Full).
+	// also decide to make one on their own: see Stats[i].Full and Rebuilt).
 	Full bool
 	// Services is the dataplane input, ordered by namespace and name: every
 	// programmed Service, listed for Options.OnSync only (an incremental sync
@@ -382,6 +382,11 @@ func (a *Agent) sync(ctx context.Context, full bool) Report {
 		a.setReadiness(nil)
 	}
 	a.logRejections(report.Stats)
+	for i, st := range report.Stats {
+		if st.Rebuilt != "" {
+			a.log.Info("rebuilt the nftables table instead of writing only what differed", "dataplane", i, "reason", st.Rebuilt)
+		}
+	}
 	a.log.V(1).Info("synced", "mode", mode, "services", p.counts.programmed, "converted", p.changed, "skipped", p.counts.skipped,
 		"duration", report.Duration.String(), "error", report.Err)
 	if a.opts.OnSync != nil {

@@ -8,7 +8,8 @@ import (
 )
 
 // DriftChecker is a Dataplane that can compare the kernel's table with what
-// it last programmed and make its next sync a rebuild when they differ.
+// it last programmed and make its next sync a full one, which repairs what
+// differs, when they differ.
 // *dataplane.Syncer is one: made with NewNetlink or NewKernelNft it reads the
 // table back, otherwise (dry runs) it answers dataplane.ErrDriftUnsupported,
 // which the agent ignores.
@@ -43,7 +44,7 @@ func (a *Agent) checkDrift(ctx context.Context) bool {
 		}
 		drifted = true
 		tableDrift.WithLabelValues(res.Drift.Kind).Inc()
-		a.log.Info("nftables table changed behind the agent's back; rebuilding it", "dataplane", i,
+		a.log.Info("nftables table changed behind the agent's back; repairing it", "dataplane", i,
 			"family", res.Family, "kind", res.Drift.Kind, "detail", res.Drift.Detail)
 	}
 	return drifted

@@ -45,7 +45,7 @@ type kernelDataplane struct {
 	syncer    *dataplane.Syncer
 }
 
-// CheckDrift checks once nftables has been opened; before, the first sync rebuilds anyway.
+// CheckDrift checks once nftables has been opened; before, the first sync is a full one anyway.
 func (k *kernelDataplane) CheckDrift(ctx context.Context) (dataplane.DriftCheck, error) {
 	k.mu.Lock()
 	s := k.syncer

@@ -38,7 +38,7 @@ var (
 	})
 	syncFullDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    metricsPrefix + "sync_full_proxy_rules_duration_seconds",
-		Help:    "Time one full sync (table rebuilt) of the Service rules took",
+		Help:    "Time one full sync (every Service compared with the kernel's table) of the Service rules took",
 		Buckets: syncBuckets,
 	})
 	syncPartialDuration = prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -210,15 +210,18 @@ func TestEndpointChangeRewritesOneElement(t *testing.T) {
 	}
 }
 
-// recordingBackend keeps the operations of every transaction it is given, and accepts them.
+// recordingBackend keeps the operations of every transaction it is given, and accepts them. It
+// cannot read its table back, so its full syncs rebuild.
 type recordingBackend struct{ ops []ruleset.Op }
 
-func (r *recordingBackend) apply(_ context.Context, ops []ruleset.Op) error {
+func (r *recordingBackend) apply(_ context.Context, ops, _ []ruleset.Op) error {
 	r.ops = append(r.ops, ops...)
 	return nil
 }
 
 func (r *recordingBackend) clients(context.Context, string) ([]clientEntry, error) { return nil, nil }
+
+func (r *recordingBackend) read(context.Context) (*tableImage, speller, error) { return nil, nil, nil }
 
 // TestFullSyncWritesEveryChainFirst checks that a full sync creates every Service's chains before
 // any Service's maps and rules (see writeServiceChains): with two Services of ClientIP affinity,

@@ -141,9 +141,10 @@ func snapshot(world []Service, present []bool) []Service {
 	return out
 }
 
-// checkSequence replays ops (pairs of bytes) as incremental syncs and
-// checks after each that the table equals a fresh full render, that the
-// kernel-like element rules hold, and that failures are recovered from.
+// checkSequence replays ops (pairs of bytes) as incremental syncs, with a full sync and a
+// restart (a new Syncer on the same table) now and then, and checks after each that the table
+// equals a fresh full render, that the kernel-like element rules hold, and that failures are
+// recovered from.
 // With changesOnly, each sync is told only the Service that changed
 // (SyncChanges), and falls back to every Service when the Syncer asks.
 // It returns how many syncs SyncChanges did on its own.
@@ -152,17 +153,27 @@ func checkSequence(t *testing.T, ops []byte, changesOnly bool) (fromChanges int)
 	nft := &strictNFT{Fake: fake}
 	clock := &fakeClock{now: time.Unix(0, 0)}
 	opts := Options{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	s, err := New(nft, Options{PodCIDRs: opts.PodCIDRs, Clock: clock.Now})
-	if err != nil {
-		t.Fatal(err)
+	newSyncer := func() *Syncer {
+		s, err := New(nft, Options{PodCIDRs: opts.PodCIDRs, Clock: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
+	s := newSyncer()
 	world, present := initialWorld(5)
 	ctx := context.Background()
 	for step := 0; step+1 < len(ops); step += 2 {
 		mutate(world, present, ops[step], ops[step+1])
 		services := snapshot(world, present)
 		i := int(ops[step]) % len(world)
+		if ops[step+1]%13 == 5 {
+			s = newSyncer() // an agent restart: a Syncer that remembers nothing, on the same table
+		}
 		sync := func() (Stats, error) {
+			if ops[step+1]%7 == 3 { // a periodic full sync
+				return s.Sync(ctx, services, true)
+			}
 			if !changesOnly {
 				return s.Sync(ctx, services, false)
 			}

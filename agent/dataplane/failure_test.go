@@ -30,14 +30,14 @@ var failureSeed = maphash.MakeSeed()
 
 var errFlaky = errors.New("simulated: refused")
 
-func (f *flakyBackend) apply(ctx context.Context, ops []ruleset.Op) error {
+func (f *flakyBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	first := f.ops + 1
 	f.ops += len(ops)
 	if f.failOp >= first && f.failOp <= f.ops {
 		f.failed = true
 		return errFlaky
 	}
-	return f.knftablesBackend.apply(ctx, ops)
+	return f.knftablesBackend.apply(ctx, ops, table)
 }
 
 func (f *flakyBackend) clients(ctx context.Context, name string) ([]clientEntry, error) {

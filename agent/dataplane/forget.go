@@ -33,10 +33,14 @@ type clientEntry struct {
 	value  ruleset.Value
 }
 
-// kernelView is what the kernel must tell an incremental plan, read before planning: the
-// entries of the affinity maps it forgets clients in, by map name.
+// kernelView is what the kernel must tell a plan, read before planning: the entries of the
+// affinity maps it forgets clients in, by map name, and for a full sync the table (see
+// image.go), or why the sync rebuilds it without looking.
 type kernelView struct {
 	clients map[string][]clientEntry
+	table   *tableImage
+	spell   speller
+	rebuild string
 }
 
 // forgetTarget is a pair of affinity maps to read, with the endpoints their entries may keep.
@@ -218,34 +222,36 @@ func parseClient(key, value []string) (clientEntry, error) {
 	return clientEntry{client, ruleset.Port(uint16(port))}, nil
 }
 
-// clients lists an affinity map over netlink.
+// clients lists an affinity map over netlink. The map need not be one this backend wrote (a new
+// backend on a programmed table reads the maps it finds): an entry's key is a client address and
+// its value an address or a port, told apart by their lengths.
 func (b *netlinkBackend) clients(ctx context.Context, name string) ([]clientEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	d := b.sets[name]
-	if d == nil || len(d.Key) != 1 || len(d.Data) != 1 {
-		return nil, fmt.Errorf("no affinity map %q in table %s", name, TableName)
-	}
 	conn, err := b.conn()
 	if err != nil {
 		return nil, err
 	}
-	s := &nftables.Set{Table: b.table, Name: name}
-	if err := d.Describe(s); err != nil {
-		return nil, err
-	}
-	elems, err := conn.GetSetElements(s)
+	elems, err := conn.GetSetElements(&nftables.Set{Table: b.table, Name: name})
 	if err != nil {
 		return nil, err
 	}
+	addrType := nftables.TypeIPAddr
+	if b.fam.rs == ruleset.IPv6 {
+		addrType = nftables.TypeIP6Addr
+	}
 	out := make([]clientEntry, 0, len(elems))
 	for _, e := range elems {
-		client, err1 := netlinkenc.Decode(d.Key[0], e.Key)
-		value, err2 := netlinkenc.Decode(d.Data[0], e.Val)
-		if err1 != nil || err2 != nil || client.Kind != ruleset.AddrValue {
+		valueType := nftables.TypeInetService
+		if len(e.Val) == int(addrType.Bytes) {
+			valueType = addrType
+		}
+		client, err1 := netlinkenc.Decode(addrType, e.Key)
+		value, err2 := netlinkenc.Decode(valueType, e.Val)
+		if err1 != nil || err2 != nil || len(e.Key) != int(addrType.Bytes) {
 			return nil, fmt.Errorf("affinity map %s: undecodable entry %x : %x", name, e.Key, e.Val)
 		}
 		out = append(out, clientEntry{client.Addr, value})

@@ -6,32 +6,49 @@ import (
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
-// planFull deletes and recreates the table. "add; delete; add" works
-// whether or not the table exists, and dropping it removes every leftover
-// object, which a flush would keep. It reads st only to count the Services that go.
-func (pl *planner) planFull(st *state, desired []desiredService) *plan {
+// rendered is the table a full sync wants, as a rebuild writes it, and the state it leaves.
+type rendered struct {
+	// ops are the rebuild's transaction: the table deleted and added again, then body, every
+	// object the table holds.
+	ops, body        []ruleset.Op
+	next             *state
+	changed, removed int
+}
+
+// renderFull renders every Service into the whole table. The rebuild's "add; delete; add" of
+// the table works whether or not it exists, and dropping it removes every leftover object,
+// which a flush would keep. It reads st only to count the Services that go.
+func (pl *planner) renderFull(st *state, desired []desiredService) *rendered {
 	sortByKey(desired) // the same input always gives the same transaction
 	tx := &txn{}
 	tx.Add(&ruleset.Table{})
 	tx.Delete(&ruleset.Table{})
-	tx.Add(&ruleset.Table{Comment: "fleetslice node agent: Service load balancing"})
+	tx.Add(&ruleset.Table{Comment: tableComment})
 	writeBase(tx, pl.fam, &pl.opts)
 
 	next := newState()
-	rendered := make([]serviceObjects, len(desired))
+	objs := make([]serviceObjects, len(desired))
 	for i := range desired {
-		rendered[i] = renderService(&desired[i].svc, pl.fam)
+		objs[i] = renderService(&desired[i].svc, pl.fam)
 		// Pick chains before any element: a chain that starts using a map makes the kernel
 		// walk the map's elements (see pick.go).
-		for _, c := range rendered[i].picks {
+		for _, c := range objs[i].picks {
 			if next.pickRefs[c.name]++; next.pickRefs[c.name] == 1 {
 				writePick(tx, c, pl.fam)
 			}
 		}
 	}
 	writeDispatch(tx, clusterPicksInUse(next.pickRefs), false)
-	pl.writeFullServices(tx, &next, desired, rendered)
-	return &plan{ops: tx.ops, changed: len(desired), removed: countRemoved(st.written, desired), pending: &pending{full: &next}}
+	pl.writeFullServices(tx, &next, desired, objs)
+	return &rendered{ops: tx.ops, body: tx.ops[3:], next: &next, changed: len(desired),
+		removed: countRemoved(st.written, desired)}
+}
+
+const tableComment = "fleetslice node agent: Service load balancing"
+
+// planRebuild deletes and recreates the table, for the reason given.
+func planRebuild(r *rendered, reason string) *plan {
+	return &plan{ops: r.ops, changed: r.changed, removed: r.removed, pending: &pending{full: r.next}, rebuilt: reason}
 }
 
 // writeFullServices writes every Service's chains, then their maps and rules and the record

@@ -55,13 +55,56 @@ func newGoldenRun(t *testing.T, opts Options) *goldenRun {
 	return g
 }
 
-// goldenNetlinkSyncer opens a netlink Syncer whose backend talks to nl.
+// goldenNetlinkSyncer opens a netlink Syncer whose backend talks to nl, and whose full syncs
+// read the table as a kernel that applied exactly its accepted batches would hold it.
 func goldenNetlinkSyncer(fam family, nl *goldenNetlink, opts Options) (*Syncer, error) {
 	b, err := newNetlinkBackend(fam.nft, nl.dial)
 	if err != nil {
 		return nil, err
 	}
+	b.list = func(context.Context) (*tableImage, error) { return modelImage(b) }
 	return NewWithBackend(b, opts)
+}
+
+// modelImage spells the backend's model as readNetlinkTable reads a kernel's table.
+func modelImage(b *netlinkBackend) (*tableImage, error) {
+	img := newTableImage()
+	img.exists = b.model.exists
+	sp := netlinkSpeller{fam: b.fam, table: b.table}
+	for name, c := range b.model.chains {
+		ci := &chainImage{base: c.def.Base != nil}
+		var err error
+		if ci.def, err = sp.chain(c.def); err != nil {
+			return nil, err
+		}
+		for _, r := range c.rules {
+			line, err := sp.rule(r)
+			if err != nil {
+				return nil, err
+			}
+			ci.rules = append(ci.rules, line)
+		}
+		img.chains[name] = ci
+	}
+	for name, s := range b.model.sets {
+		ss, err := sp.set(s.def)
+		if err != nil {
+			return nil, err
+		}
+		si := &setImage{def: ss.def(), isMap: s.def.IsMap(), dynamic: s.dynamic, elems: map[string]string{}}
+		for _, e := range s.elems {
+			if s.dynamic {
+				break
+			}
+			key, rest, err := ss.element(e)
+			if err != nil {
+				return nil, err
+			}
+			si.elems[key] = rest
+		}
+		img.sets[name] = si
+	}
+	return img, nil
 }
 
 func (g *goldenRun) advance(d time.Duration) {

@@ -227,13 +227,13 @@ func goldenFailure(g *goldenRun) {
 	services[1].Ports[0].Endpoints = eps("10.244.9.9:80")
 	g.failNext()
 	g.sync("refused", services, false)
-	g.sync("rebuilt", services, false)
+	g.sync("full sync after the refusal", services, false)
 	services[1].AffinityTimeout = time.Minute
 	g.sync("affinity", services, false)
 	g.failNext()
 	g.changes("refused changes", nil, []string{services[0].Key()})
 	g.changes("changes need everything", nil, []string{services[0].Key()})
-	g.sync("rebuilt again", services[1:], false)
+	g.sync("full sync after the refused changes", services[1:], false)
 }
 
 // goldenRandom replays fuzz-style changes (see mutate) from a fixed seed, alternating whole

@@ -6,8 +6,10 @@
 // half-written table (the lesson of per-rule iptables updates fighting over
 // locks at thousands of services). Incremental syncs rewrite only the chains
 // and map elements of Services whose content changed and never list the
-// table: the Syncer remembers what it wrote. A full sync deletes and rebuilds
-// the whole table in one transaction, which repairs any drift.
+// table: the Syncer remembers what it wrote. A full sync reads the table back,
+// compares it with every Service and writes only what differs, which repairs
+// any drift and keeps the clients the affinity maps hold (fulldiff.go); it
+// rebuilds the table only when it cannot do that.
 //
 // A sync plans a transaction as ruleset values (package ruleset) from what the
 // Syncer remembers and what it read from the kernel beforehand, and the

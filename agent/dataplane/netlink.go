@@ -63,7 +63,11 @@ type netlinkBackend struct {
 	model    *tableModel
 	gen      uint32
 	genKnown bool
-	dial     dialFunc // nil: the kernel
+	// readGen is the generation before the last read of the table (see read).
+	readGen      uint32
+	readGenKnown bool
+	dial         dialFunc  // nil: the kernel
+	list         listTable // nil: readNetlinkTable
 }
 
 // batch is one transaction under construction.
@@ -74,14 +78,41 @@ type batch struct {
 	defs    map[string]*netlinkenc.SetDef // their types
 	deleted map[string]bool
 	dropped bool // the table was deleted: nothing from before counts
+	// known holds the types of the sets the table holds after a full sync that compared it
+	// with the kernel's (whose batch defines only the sets that were missing).
+	known map[string]*netlinkenc.SetDef
 }
 
-func (b *netlinkBackend) apply(ctx context.Context, ops []ruleset.Op) error {
+func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var t *batch
+	if len(ops) > 0 {
+		var err error
+		if t, err = b.send(ops, table); err != nil {
+			return err
+		}
+	}
+	if table != nil {
+		b.adopt(table)
+	} else {
+		b.accepted(t, ops)
+	}
+	if b.dial == nil && len(ops) > 0 {
+		b.noteGeneration()
+	} else if b.dial == nil {
+		// Nothing written: the table is what the read before planning saw.
+		b.gen, b.genKnown = b.readGen, b.readGenKnown
+	}
+	return nil
+}
+
+// send runs ops as one batch. The types of the sets table holds encode elements of sets the
+// batch does not define.
+func (b *netlinkBackend) send(ops, table []ruleset.Op) (*batch, error) {
 	// The kernel answers every message of the batch; room for all answers (and for the
 	// batch itself) keeps a large full sync from losing them.
 	size := min(1<<20+len(ops)*1024, math.MaxInt32/2)
@@ -100,33 +131,66 @@ func (b *netlinkBackend) apply(ctx context.Context, ops []ruleset.Op) error {
 		return serr
 	}))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{}}
+	if table != nil {
+		if t.known, err = b.defsOf(table); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.ops(ops); err != nil {
-		return err
+		return nil, err
 	}
 	if err := conn.Flush(); err != nil {
 		msg := err.Error()
 		if len(msg) > 2000 {
 			msg = msg[:2000] + "…"
 		}
-		return fmt.Errorf("netlink batch of %d operations refused: %s", len(ops), msg)
+		return nil, fmt.Errorf("netlink batch of %d operations refused: %s", len(ops), msg)
 	}
-	if t.dropped {
-		clear(b.sets)
-	}
-	for name := range t.deleted {
-		delete(b.sets, name)
-	}
-	for name, d := range t.defs {
-		b.sets[name] = d
+	return t, nil
+}
+
+// accepted records what an accepted batch of ops left in the table.
+func (b *netlinkBackend) accepted(t *batch, ops []ruleset.Op) {
+	if t != nil {
+		if t.dropped {
+			clear(b.sets)
+		}
+		for name := range t.deleted {
+			delete(b.sets, name)
+		}
+		for name, d := range t.defs {
+			b.sets[name] = d
+		}
 	}
 	b.model.apply(ops)
-	if b.dial == nil {
-		b.noteGeneration()
+}
+
+// adopt makes table, what a full sync left, the backend's model and its sets' types.
+func (b *netlinkBackend) adopt(table []ruleset.Op) {
+	defs, _ := b.defsOf(table) // encoded already, by the planner and by send
+	clear(b.sets)
+	for name, d := range defs {
+		b.sets[name] = d
 	}
-	return nil
+	b.model.reset(table)
+}
+
+// defsOf is the type of every set table declares.
+func (b *netlinkBackend) defsOf(table []ruleset.Op) (map[string]*netlinkenc.SetDef, error) {
+	out := map[string]*netlinkenc.SetDef{}
+	for _, o := range table {
+		if s, ok := o.Obj.(*ruleset.Set); ok && o.Verb == ruleset.Add {
+			d, err := netlinkenc.Def(b.fam.rs, s)
+			if err != nil {
+				return nil, fmt.Errorf("netlink backend: set %s: %w", s.Name, err)
+			}
+			out[s.Name] = d
+		}
+	}
+	return out, nil
 }
 
 // ops adds every operation to the batch.
@@ -162,6 +226,9 @@ func (t *batch) def(name string) (*netlinkenc.SetDef, error) {
 		return d, nil
 	}
 	if d := t.b.sets[name]; d != nil && !t.dropped && !t.deleted[name] {
+		return d, nil
+	}
+	if d := t.known[name]; d != nil && !t.dropped && !t.deleted[name] {
 		return d, nil
 	}
 	return nil, fmt.Errorf("no set or map %q in table %s", name, TableName)
@@ -334,5 +401,5 @@ func DeleteTableNetlink(ctx context.Context, family knftables.Family) error {
 		return err
 	}
 	// Adding first makes the delete succeed whether or not the table exists.
-	return b.apply(ctx, []ruleset.Op{{Verb: ruleset.Add, Obj: &ruleset.Table{}}, {Verb: ruleset.Delete, Obj: &ruleset.Table{}}})
+	return b.apply(ctx, []ruleset.Op{{Verb: ruleset.Add, Obj: &ruleset.Table{}}, {Verb: ruleset.Delete, Obj: &ruleset.Table{}}}, nil)
 }

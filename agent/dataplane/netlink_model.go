@@ -9,8 +9,8 @@ import (
 // accepted them, at the cost of the batch (never of the table), so that a drift check can tell
 // the agent's own writes from anyone else's.
 type tableModel struct {
-	// known is false until a batch that deletes and recreates the table (a full sync) has been
-	// applied: before that, what else the table holds is not known.
+	// known is false until a full sync has been applied (one that rebuilt the table, or one
+	// that compared it with the kernel's): before that, what else the table holds is not known.
 	known  bool
 	exists bool
 	chains map[string]*modelChain
@@ -23,6 +23,7 @@ type modelChain struct {
 }
 
 type modelSet struct {
+	def *ruleset.Set
 	// dynamic sets (the session-affinity sets) are filled by packets, not by the agent: their
 	// elements are nobody's drift.
 	dynamic bool
@@ -40,6 +41,13 @@ func elemKeyOf(vals []ruleset.Value) elemKey {
 
 func newTableModel() *tableModel {
 	return &tableModel{chains: map[string]*modelChain{}, sets: map[string]*modelSet{}}
+}
+
+// reset starts the model over from table, every object the table holds (see Backend.apply).
+func (m *tableModel) reset(table []ruleset.Op) {
+	m.table(ruleset.Delete)
+	m.exists = true
+	m.apply(table)
 }
 
 // apply replays one accepted batch.
@@ -112,7 +120,7 @@ func (m *tableModel) set(verb ruleset.Verb, obj *ruleset.Set) {
 			for _, f := range obj.Flags {
 				dynamic = dynamic || f == ruleset.Dynamic || f == ruleset.HasTimeout
 			}
-			m.sets[obj.Name] = &modelSet{dynamic: dynamic, elems: map[elemKey]*ruleset.Element{}}
+			m.sets[obj.Name] = &modelSet{def: obj, dynamic: dynamic, elems: map[elemKey]*ruleset.Element{}}
 		}
 	case ruleset.Delete:
 		delete(m.sets, obj.Name)

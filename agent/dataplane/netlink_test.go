@@ -17,7 +17,8 @@ import (
 var kernelBackends = []string{"nft", "netlink"}
 
 // openBackend opens a Syncer for family in the namespace ns runs in, through the nft program
-// ("nft") or netlink ("netlink"), and a knftables.Interface to list the table with.
+// ("nft", as the agent's --nftables-backend=nft does: NewKernelNft) or netlink ("netlink"), and
+// a knftables.Interface to list the table with.
 func openBackend(t testing.TB, ns *nsThread, kind string, family knftables.Family, opts Options) (*Syncer, knftables.Interface) {
 	t.Helper()
 	var s *Syncer
@@ -29,7 +30,7 @@ func openBackend(t testing.TB, ns *nsThread, kind string, family knftables.Famil
 			return
 		}
 		if kind == "nft" {
-			s, err = New(nft, opts)
+			s, err = NewKernelNft(nft, opts)
 			return
 		}
 		var b Backend

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sync"
 
+	"github.com/google/nftables"
 	"sigs.k8s.io/knftables"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
@@ -34,26 +35,53 @@ func NewKernelNft(nft knftables.Interface, opts Options) (*Syncer, error) {
 }
 
 // nftKernelBackend is the knftables backend on a real kernel, keeping the model of its table
-// and the ruleset generation its last transaction left, as the netlink backend does.
+// and the ruleset generation its last transaction left, as the netlink backend does. A full
+// sync reads its table over netlink (see netlink_image.go).
 type nftKernelBackend struct {
 	knftablesBackend
-	fam      family
-	mu       sync.Mutex
-	model    *tableModel
-	gen      uint32
-	genKnown bool
+	fam          family
+	mu           sync.Mutex
+	model        *tableModel
+	gen          uint32
+	genKnown     bool
+	readGen      uint32
+	readGenKnown bool
 }
 
-func (k *nftKernelBackend) apply(ctx context.Context, ops []ruleset.Op) error {
+func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.knftablesBackend.apply(ctx, ops); err != nil {
+	if err := k.knftablesBackend.apply(ctx, ops, table); err != nil {
 		return err
 	}
-	k.model.apply(ops)
+	if table != nil {
+		k.model.reset(table)
+	} else {
+		k.model.apply(ops)
+	}
+	if len(ops) == 0 {
+		k.gen, k.genKnown = k.readGen, k.readGenKnown
+		return nil
+	}
 	gen, err := generation()
 	k.gen, k.genKnown = gen, err == nil
 	return nil
+}
+
+func (k *nftKernelBackend) read(ctx context.Context) (*tableImage, speller, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	table := &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}
+	if k.fam.rs == ruleset.IPv6 {
+		table.Family = nftables.TableFamilyIPv6
+	}
+	gen, genErr := generation()
+	img, err := readNetlinkTable(table)
+	k.readGen, k.readGenKnown = gen, genErr == nil
+	return img, netlinkSpeller{fam: k.fam, table: table}, err
 }
 
 // nftListing is the part of `nft -j list table` a structural comparison reads.

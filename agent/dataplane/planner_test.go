@@ -122,7 +122,30 @@ func FuzzPlanIsPure(f *testing.F) {
 		if !reflect.DeepEqual(s.state, twin.state) {
 			t.Fatal("planning changed the state")
 		}
+		// The same of a full sync, against the table a rebuild of before leaves.
+		view.table, view.spell = fakeImage(t, before), fakeSpeller{fam: ruleset.IPv4}
+		f1, f2 := planFullFor(s, after, view, now), planFullFor(s, after, view, now)
+		if !reflect.DeepEqual(f1, f2) {
+			t.Fatalf("two full plans of the same input differ:\n%s\n%s", planText(f1.ops), planText(f2.ops))
+		}
+		if !reflect.DeepEqual(s.state, twin.state) {
+			t.Fatal("planning a full sync changed the state")
+		}
 	})
+}
+
+// planFullFor plans, without a backend, the full sync of after with view as the kernel.
+func planFullFor(s *Syncer, after []Service, view kernelView, now time.Time) *plan {
+	in := s.prepare(after, true)
+	return s.pl.planFull(&s.state, s.pl.renderFull(&s.state, in.desired), view, now)
+}
+
+// fakeImage is the table a full sync of services leaves in knftables' fake, as a full sync
+// reads it.
+func fakeImage(t testing.TB, services []Service) *tableImage {
+	s, fake, _ := newFakeSyncer(t, Options{PodCIDRs: goldenPodCIDRs})
+	mustSync(t, s, services, true)
+	return parseDump(fake.Dump(), knftables.IPv4Family)
 }
 
 func allAffinity(s *Syncer) []affinityMap {

@@ -44,11 +44,17 @@ type Options struct {
 
 // Stats describe one Sync.
 type Stats struct {
-	// Full is true when the table was deleted and rebuilt.
+	// Full is true for a full sync: every Service was compared with the kernel's table, which
+	// was written where it differed (see Rebuilt).
 	Full bool
+	// Rebuilt, after a full sync that deleted and recreated the table instead of writing the
+	// difference, says why: there was no table, it could not be read, or it differed in a way
+	// no difference repairs. Empty otherwise.
+	Rebuilt string
 	// Services counts the Services programmed after the sync.
 	Services int
-	// Changed counts Services whose objects were (re)written.
+	// Changed counts Services whose objects were (re)written; after a full sync, every Service
+	// (each was compared, and written where the kernel's table differed).
 	Changed int
 	// Removed counts Services whose objects were deleted.
 	Removed int
@@ -83,9 +89,12 @@ type Syncer struct {
 	pl   planner
 	// state is what the last successful transaction left in the kernel.
 	state state
-	// needFull forces the next sync to rebuild: nothing is known before the
-	// first sync, and after a failure the table may have drifted.
+	// needFull forces the next sync to be a full one: nothing is known before the first sync,
+	// and after a failure the table may have drifted.
 	needFull bool
+	// rebuildNext makes the next full sync rebuild the table without comparing: the last full
+	// sync's difference was refused, and a rebuild does not depend on what the kernel holds.
+	rebuildNext bool
 	// contended is set while the last Sync had Services contending for a claim: the loser
 	// may win once the winner goes, so SyncChanges, which sees only changes, declines.
 	contended bool
@@ -190,11 +199,11 @@ func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
 	return s, nil
 }
 
-// Sync makes the table match services in one transaction. With full, or
-// when the previous sync failed, it rebuilds the whole table; otherwise it
-// touches only Services that changed since the last successful sync. On
-// error nothing in the kernel changed (the transaction is atomic), the
-// Syncer's memory is untouched, and the next sync is a full one.
+// Sync makes the table match services in one transaction. With full, or when the previous
+// sync failed, it compares every Service with the kernel's table and writes where it differs;
+// otherwise it touches only Services that changed since the last successful sync. On error
+// nothing in the kernel changed (the transaction is atomic), the Syncer's memory is untouched,
+// and the next sync is a full one.
 func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -205,22 +214,50 @@ func (s *Syncer) Sync(ctx context.Context, services []Service, full bool) (Stats
 	stats.Services = len(in.desired) + in.kept
 
 	var p *plan
+	var err error
 	if stats.Full {
-		p = s.pl.planFull(&s.state, in.desired)
+		p, err = s.planFullSync(ctx, in.desired, start)
 	} else {
-		var err error
-		if p, err = s.planChanges(ctx, in.desired, s.unseen(), start); err != nil {
-			s.needFull = true
-			stats.Changed, stats.Removed = p.changed, p.removed
-			return stats, err
-		}
+		p, err = s.planChanges(ctx, in.desired, s.unseen(), start)
+	}
+	if err != nil {
+		s.needFull = true
+		stats.Changed, stats.Removed = p.changed, p.removed
+		return stats, err
 	}
 	if err := s.apply(ctx, p, start, &stats); err != nil {
+		s.rebuildNext = s.rebuildNext || (stats.Full && p.rebuilt == "")
 		return stats, err
 	}
 	s.needFull = false
+	if stats.Full {
+		s.rebuildNext = false
+	}
 	s.contended = in.contended
 	return stats, nil
+}
+
+// planFullSync renders every Service, reads the kernel's table and the affinity maps the plan
+// must clean (see fullForgetTargets), then plans. A table that cannot be read is rebuilt.
+func (s *Syncer) planFullSync(ctx context.Context, desired []desiredService, now time.Time) (*plan, error) {
+	r := s.pl.renderFull(&s.state, desired)
+	var view kernelView
+	if s.rebuildNext {
+		view.rebuild = "the last full sync's transaction was refused"
+	} else if img, sp, err := s.back.read(ctx); err != nil {
+		view.rebuild = "reading the table: " + err.Error()
+	} else {
+		view.table, view.spell = img, sp
+	}
+	if view.rebuild == "" && view.table != nil && view.table.exists {
+		targets, _, _ := fullForgetTargets(&s.state, r, view.table, now)
+		read, err := readKernel(ctx, s.back, targets)
+		if err != nil {
+			return &plan{changed: r.changed, removed: r.removed}, err
+		}
+		view.clients = read.clients
+	}
+	return s.pl.planFull(&s.state, r, view, now), nil
 }
 
 // planChanges plans an incremental sync: it works out what changes, reads from the kernel what
@@ -241,9 +278,9 @@ func (s *Syncer) planChanges(ctx context.Context, desired []desiredService, remo
 func (s *Syncer) apply(ctx context.Context, p *plan, start time.Time, stats *Stats) error {
 	defer func() { stats.Duration = s.pl.opts.Clock().Sub(start) }()
 	stats.Changed, stats.Removed = p.changed, p.removed
-	stats.Operations = len(p.ops)
-	if stats.Operations > 0 {
-		if err := s.back.apply(ctx, p.ops); err != nil {
+	stats.Operations, stats.Rebuilt = len(p.ops), p.rebuilt
+	if stats.Operations > 0 || p.table != nil {
+		if err := s.back.apply(ctx, p.ops, p.table); err != nil {
 			s.needFull = true
 			return fmt.Errorf("dataplane: nftables transaction of %d operations failed, table left as it was: %w",
 				stats.Operations, err)
@@ -269,6 +306,11 @@ type plan struct {
 	ops              []ruleset.Op
 	changed, removed int
 	pending          *pending
+	// table is set by a full sync that did not rebuild: what the table holds after it (see
+	// Backend.apply).
+	table []ruleset.Op
+	// rebuilt says why a full sync rebuilds the table (Stats.Rebuilt).
+	rebuilt string
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -26,10 +26,17 @@ func (t *txn) Flush(obj ruleset.Object) {
 // runs) or netlink (NewNetlinkBackend). Both are given the same ruleset values and translate
 // them their own way.
 type Backend interface {
-	apply(ctx context.Context, ops []ruleset.Op) error
+	// apply runs ops, when there are any. table is set after a full sync that did not rebuild
+	// the table: every object the table holds once ops are applied, as a rebuild would write
+	// them, for a backend that keeps a model of its table to start it over from.
+	apply(ctx context.Context, ops, table []ruleset.Op) error
 	// clients lists the entries of an affinity map (see forget.go); the Syncer reads them
 	// before it plans, never while.
 	clients(ctx context.Context, mapName string) ([]clientEntry, error)
+	// read lists the table for a full sync to compare with, and the speller that spells what
+	// the sync wants alike (see image.go); a nil image without an error means this backend
+	// cannot read its table back, and full syncs rebuild it.
+	read(ctx context.Context) (*tableImage, speller, error)
 }
 
 // knftablesBackend runs operations as one knftables transaction.
@@ -38,7 +45,10 @@ type knftablesBackend struct {
 	fam ruleset.Family
 }
 
-func (k knftablesBackend) apply(ctx context.Context, ops []ruleset.Op) error {
+func (k knftablesBackend) apply(ctx context.Context, ops, _ []ruleset.Op) error {
+	if len(ops) == 0 {
+		return nil
+	}
 	tx := k.nft.NewTransaction()
 	nftext.Transaction(tx, k.fam, ops)
 	return k.nft.Run(ctx, tx)

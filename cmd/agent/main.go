@@ -117,7 +117,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&f.dryRunOutput, "dry-run-output", agent.StdoutLog, `with --dataplane=dry-run, file the rendered ruleset is written to after each sync that changes it, or "-" for the log`)
 	fs.Var(&f.podCIDRs, "pod-cidr", "pod network prefix (repeatable or comma-separated); traffic to cluster IPs from outside these is masqueraded (default: masquerade all)")
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
-	fs.DurationVar(&a.SyncPeriod, "sync-period", a.SyncPeriod, "interval of full syncs that rebuild the tables and repair drift")
+	fs.DurationVar(&a.SyncPeriod, "sync-period", a.SyncPeriod, "interval of full syncs, which compare every Service with the kernel's tables and write only where they differ, repairing drift")
 	fs.DurationVar(&a.DriftCheckPeriod, "drift-check-period", a.DriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
 	fs.DurationVar(&a.MinSyncInterval, "min-sync-interval", a.MinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&a.WatchServiceImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")

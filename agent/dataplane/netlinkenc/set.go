@@ -262,3 +262,55 @@ func prefixEnd(p netip.Prefix) (netip.Addr, bool) {
 	a, _ := netip.AddrFromSlice(b)
 	return a, true
 }
+
+// DecodeKey reads back a key as the kernel stores it in a set of type d (the inverse of the
+// key Encode writes), to delete an element the agent did not write.
+func (d *SetDef) DecodeKey(b []byte) ([]ruleset.Value, error) {
+	out := make([]ruleset.Value, 0, len(d.Key))
+	rest := b
+	for _, t := range d.Key {
+		if uint32(len(rest)) < t.Bytes {
+			return nil, fmt.Errorf("key %x: %d bytes left for a %s", b, len(rest), t.Name)
+		}
+		field := rest[:t.Bytes]
+		switch t {
+		case nftables.TypeIPAddr, nftables.TypeIP6Addr:
+			a, _ := netip.AddrFromSlice(field)
+			out = append(out, ruleset.Addr(a))
+		case nftables.TypeInetProto:
+			out = append(out, ruleset.Proto(ruleset.Protocol(field[0])))
+		case nftables.TypeInetService:
+			out = append(out, ruleset.Port(binaryutil.BigEndian.Uint16(field)))
+		case nftables.TypeMark, nftables.TypeInteger:
+			out = append(out, ruleset.Index(int(binaryutil.NativeEndian.Uint32(field))))
+		default:
+			return nil, fmt.Errorf("key %x: unsupported type %s", b, t.Name)
+		}
+		rest = rest[min(uint32(len(rest)), fieldSize(d.Key, t)):]
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("key %x: %d bytes too many", b, len(rest))
+	}
+	return out, nil
+}
+
+// fieldSize is what a field of type t takes in a key of types: a concatenation pads each
+// field to 4 bytes.
+func fieldSize(types []nftables.SetDatatype, t nftables.SetDatatype) uint32 {
+	if len(types) > 1 {
+		return (t.Bytes + 3) / 4 * 4
+	}
+	return t.Bytes
+}
+
+// Lengths are the sizes of the key and of the data, in bytes, as the kernel stores them; data
+// is 0 for a set and for a verdict map.
+func (d *SetDef) Lengths() (key, data uint32) {
+	for _, t := range d.Key {
+		key += fieldSize(d.Key, t)
+	}
+	for _, t := range d.Data {
+		data += fieldSize(d.Data, t)
+	}
+	return key, data
+}

@@ -4,6 +4,7 @@ package nftext
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -154,4 +155,74 @@ func Value(v ruleset.Value) string {
 		return ruleset.Protocol(v.Num).Name()
 	}
 	return strconv.FormatUint(uint64(v.Num), 10)
+}
+
+// ParseKey reads back a key spelled by Values (fields joined by " . ") for an element of s.
+func ParseKey(s *ruleset.Set, key string) ([]ruleset.Value, error) {
+	kinds := keyKinds(s)
+	parts := strings.Split(key, " . ")
+	if len(parts) != len(kinds) {
+		return nil, fmt.Errorf("key %q of %s: %d fields, want %d", key, s.Name, len(parts), len(kinds))
+	}
+	out := make([]ruleset.Value, len(parts))
+	for i, p := range parts {
+		v, err := parseValue(kinds[i], p)
+		if err != nil {
+			return nil, fmt.Errorf("key %q of %s: %w", key, s.Name, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// keyKinds are the kinds of value each field of s's key holds.
+func keyKinds(s *ruleset.Set) []ruleset.ValueKind {
+	var out []ruleset.ValueKind
+	for _, t := range s.Key {
+		switch t {
+		case ruleset.IPv4Addr, ruleset.IPv6Addr:
+			out = append(out, ruleset.AddrValue)
+		case ruleset.InetProto:
+			out = append(out, ruleset.ProtoValue)
+		default:
+			out = append(out, ruleset.PortValue)
+		}
+	}
+	for _, f := range s.KeyOf {
+		switch f.Kind {
+		case ruleset.SAddr, ruleset.DAddr:
+			out = append(out, ruleset.AddrValue)
+		case ruleset.L4Proto:
+			out = append(out, ruleset.ProtoValue)
+		case ruleset.Numgen:
+			out = append(out, ruleset.IndexValue)
+		default:
+			out = append(out, ruleset.PortValue)
+		}
+	}
+	return out
+}
+
+func parseValue(kind ruleset.ValueKind, s string) (ruleset.Value, error) {
+	switch kind {
+	case ruleset.AddrValue:
+		if p, err := netip.ParsePrefix(s); err == nil {
+			return ruleset.Prefix(p), nil
+		}
+		a, err := netip.ParseAddr(s)
+		return ruleset.Addr(a), err
+	case ruleset.ProtoValue:
+		for _, p := range []ruleset.Protocol{ruleset.TCP, ruleset.UDP, ruleset.SCTP} {
+			if p.Name() == s {
+				return ruleset.Proto(p), nil
+			}
+		}
+		n, err := strconv.ParseUint(s, 10, 8)
+		return ruleset.Proto(ruleset.Protocol(n)), err
+	case ruleset.IndexValue:
+		n, err := strconv.ParseUint(s, 10, 32)
+		return ruleset.Value{Kind: ruleset.IndexValue, Num: uint32(n)}, err
+	}
+	n, err := strconv.ParseUint(s, 10, 16)
+	return ruleset.Port(uint16(n)), err
 }

@@ -1,0 +1,319 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
+)
+
+// Both kernel backends read their table over netlink for a full sync: the nft backend too,
+// since nft prints rules its own way; netlinkenc compiles every rule as nft does, so a table
+// reads back alike whichever backend wrote it. Objects are spelled as the kernel encodes them:
+// a chain by its hook, a rule by its expressions, a set by its flags, lengths and timeout (not
+// its datatypes, which nft and google/nftables name differently for the same bytes, nor its
+// size, which google/nftables does not write), an element by its bytes and comment.
+
+// listTable is the netlink read of the table (readNetlinkTable), or what a test puts there.
+type listTable func(ctx context.Context) (*tableImage, error)
+
+func (b *netlinkBackend) read(ctx context.Context) (*tableImage, speller, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sp := netlinkSpeller{fam: b.fam, table: b.table}
+	if b.list != nil {
+		img, err := b.list(ctx)
+		return img, sp, err
+	}
+	// The generation before the listing: a write after it makes the next drift check look.
+	gen, genErr := generation()
+	img, err := readNetlinkTable(b.table)
+	b.readGen, b.readGenKnown = gen, genErr == nil
+	return img, sp, err
+}
+
+// readNetlinkTable lists table's chains, rules, sets and (but for dynamic sets) elements.
+func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
+	conn, err := nftables.New(nftables.AsLasting())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.CloseLasting()
+	img := newTableImage()
+	tables, err := conn.ListTablesOfFamily(table.Family)
+	if err != nil || !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }) {
+		return img, err
+	}
+	img.exists = true
+	if err := readChains(conn, table, img); err != nil {
+		return nil, err
+	}
+	sets, err := listSets(table.Family)
+	if err != nil {
+		return nil, err
+	}
+	for name, ks := range sets {
+		s := &setImage{def: ks.spell(), isMap: ks.flags&unix.NFT_SET_MAP != 0, dynamic: ks.dynamic()}
+		img.sets[name] = s
+		if s.dynamic {
+			continue
+		}
+		elems, err := conn.GetSetElements(&nftables.Set{Table: table, Name: name})
+		if err != nil {
+			return nil, fmt.Errorf("listing set %s: %w", name, err)
+		}
+		s.elems = kernelElements(elems, ks.verdict, ks.flags&unix.NFT_SET_INTERVAL != 0)
+	}
+	return img, nil
+}
+
+func readChains(conn *nftables.Conn, table *nftables.Table, img *tableImage) error {
+	chains, err := conn.ListChainsOfTableFamily(table.Family)
+	if err != nil {
+		return err
+	}
+	fam := byte(table.Family)
+	for _, c := range chains {
+		if c.Table.Name != TableName {
+			continue
+		}
+		rules, err := conn.GetRules(table, c)
+		if err != nil {
+			return fmt.Errorf("listing chain %s: %w", c.Name, err)
+		}
+		ci := &chainImage{def: hookLine(c), base: c.Hooknum != nil, rules: make([]string, len(rules))}
+		for i, r := range rules {
+			if ci.rules[i], err = exprLine(fam, r.Exprs); err != nil {
+				return fmt.Errorf("chain %s: %w", c.Name, err)
+			}
+		}
+		img.chains[c.Name] = ci
+	}
+	return nil
+}
+
+// kernelElements spells a set's elements; an interval set's as the ranges they make.
+func kernelElements(elems []nftables.SetElement, verdict, interval bool) map[string]string {
+	out := make(map[string]string, len(elems))
+	if interval {
+		for _, r := range ranges(elems) {
+			out[r] = ""
+		}
+		return out
+	}
+	for i := range elems {
+		e := &elems[i]
+		if verdict && e.VerdictData == nil {
+			e.VerdictData, e.Val = verdictFromData(e.Val), nil
+		}
+		out[string(e.Key)] = elementRest(e.Val, e.VerdictData, e.Comment)
+	}
+	return out
+}
+
+func elementRest(val []byte, v *expr.Verdict, comment string) string {
+	rest := string(val) + "\x00" + comment
+	if v != nil {
+		rest += "\x00" + strconv.Itoa(int(v.Kind)) + " " + v.Chain
+	}
+	return rest
+}
+
+// ranges spells an interval set's elements as "start-end" (end empty for a range that reaches
+// the end of the address space): each start goes up to the first end above it. nft writes an
+// end at the zero address before the first range, which starts nothing and goes.
+func ranges(elems []nftables.SetElement) []string {
+	var starts, ends [][]byte
+	for _, e := range elems {
+		if e.IntervalEnd {
+			ends = append(ends, e.Key)
+		} else {
+			starts = append(starts, e.Key)
+		}
+	}
+	slices.SortFunc(ends, bytes.Compare)
+	out := make([]string, 0, len(starts))
+	for _, s := range starts {
+		i, _ := slices.BinarySearchFunc(ends, s, bytes.Compare)
+		for i < len(ends) && bytes.Equal(ends[i], s) {
+			i++
+		}
+		end := ""
+		if i < len(ends) {
+			end = string(ends[i])
+		}
+		out = append(out, string(s)+"-"+end)
+	}
+	return out
+}
+
+// kernelSet is what a set's definition says of it, as listSets reads it.
+type kernelSet struct {
+	flags           uint32
+	keyLen, dataLen uint32
+	verdict         bool
+	timeout         time.Duration
+}
+
+// spellSet is the definition as compared: nft sets the concatenation flag only on interval
+// sets, so it is left out.
+func spellSet(k kernelSet) string {
+	flags := k.flags & (unix.NFT_SET_MAP | unix.NFT_SET_INTERVAL | unix.NFT_SET_TIMEOUT | unix.NFT_SET_EVAL)
+	data := strconv.Itoa(int(k.dataLen))
+	if k.verdict {
+		data = "verdict"
+	}
+	return fmt.Sprintf("flags %#x key %d data %s timeout %s", flags, k.keyLen, data, k.timeout)
+}
+
+func (k kernelSet) spell() string { return spellSet(k) }
+
+func (k kernelSet) dynamic() bool { return k.flags&(unix.NFT_SET_EVAL|unix.NFT_SET_TIMEOUT) != 0 }
+
+// listSets reads the definitions of the table's sets with one netlink dump. google/nftables'
+// GetSets loses a verdict map's key length, so the attributes are decoded here.
+func listSets(family nftables.TableFamily) (map[string]kernelSet, error) {
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_SET_TABLE, TableName)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := conn.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETSET),
+			Flags: netlink.Request | netlink.Dump},
+		Data: append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the sets of table %s: %w", TableName, err)
+	}
+	out := map[string]kernelSet{}
+	for _, m := range msgs {
+		name, ks, err := decodeSet(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = ks
+	}
+	return out, nil
+}
+
+func decodeSet(data []byte) (string, kernelSet, error) {
+	var ks kernelSet
+	var name string
+	if len(data) < 4 {
+		return "", ks, fmt.Errorf("a set message of %d bytes", len(data))
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return "", ks, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_NAME:
+			name = ad.String()
+		case unix.NFTA_SET_FLAGS:
+			ks.flags = ad.Uint32()
+		case unix.NFTA_SET_KEY_LEN:
+			ks.keyLen = ad.Uint32()
+		case unix.NFTA_SET_DATA_TYPE:
+			ks.verdict = ad.Uint32() == unix.NFT_DATA_VERDICT
+		case unix.NFTA_SET_DATA_LEN:
+			ks.dataLen = ad.Uint32()
+		case unix.NFTA_SET_TIMEOUT:
+			ks.timeout = time.Duration(ad.Uint64()) * time.Millisecond
+		}
+	}
+	return name, ks, ad.Err()
+}
+
+// netlinkSpeller spells objects as netlinkenc encodes them and readNetlinkTable reads them.
+type netlinkSpeller struct {
+	fam   family
+	table *nftables.Table
+}
+
+func (n netlinkSpeller) chain(c *ruleset.Chain) (string, error) {
+	nc, err := netlinkenc.Chain(n.table, c)
+	if err != nil {
+		return "", err
+	}
+	return hookLine(nc), nil
+}
+
+func (n netlinkSpeller) rule(stmts []ruleset.Stmt) (string, error) {
+	exprs, err := netlinkenc.Exprs(n.fam.rs, stmts, func(string) uint32 { return 0 })
+	if err != nil {
+		return "", err
+	}
+	return exprLine(byte(n.table.Family), exprs)
+}
+
+func (n netlinkSpeller) set(s *ruleset.Set) (setSpeller, error) {
+	d, err := netlinkenc.Def(n.fam.rs, s)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	ks := kernelSet{verdict: d.Verdict, timeout: s.Timeout}
+	ks.keyLen, ks.dataLen = d.Lengths()
+	if d.Verdict || d.Data != nil {
+		ks.flags |= unix.NFT_SET_MAP
+	}
+	if d.Interval {
+		ks.flags |= unix.NFT_SET_INTERVAL
+	}
+	if s.Timeout != 0 {
+		ks.flags |= unix.NFT_SET_TIMEOUT
+	}
+	for _, f := range s.Flags {
+		switch f {
+		case ruleset.Dynamic:
+			ks.flags |= unix.NFT_SET_EVAL
+		case ruleset.HasTimeout:
+			ks.flags |= unix.NFT_SET_TIMEOUT
+		}
+	}
+	return netlinkSetSpeller{d: d, spelled: spellSet(ks)}, nil
+}
+
+type netlinkSetSpeller struct {
+	d       *netlinkenc.SetDef
+	spelled string
+}
+
+func (n netlinkSetSpeller) def() string { return n.spelled }
+
+func (n netlinkSetSpeller) element(e *ruleset.Element) (string, string, error) {
+	enc, err := n.d.Encode(e, false)
+	if err != nil {
+		return "", "", err
+	}
+	if n.d.Interval {
+		return ranges(enc)[0], "", nil
+	}
+	return string(enc[0].Key), elementRest(enc[0].Val, enc[0].VerdictData, e.Comment), nil
+}
+
+func (n netlinkSetSpeller) values(key string) ([]ruleset.Value, error) {
+	return n.d.DecodeKey([]byte(key))
+}
