@@ -247,9 +247,10 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 			delay = window/3 + delay*2/3
 		}
 		if mode == "restart" {
-			// The change lands while the agent is down: its first sync after the start
-			// rebuilds the whole table in one transaction, and the kill hits that, counted
-			// from the log line the agent writes right before it.
+			// The change lands while the agent is down: its first sync after the start is a
+			// full one, which writes what differs (here every Service) in one transaction,
+			// and the kill hits that, counted from the log line the agent writes right
+			// before it.
 			proc.kill()
 			setZone(node, zone)
 			proc = host.start(node, "--drift-check-period=200ms")

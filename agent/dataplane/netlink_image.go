@@ -20,10 +20,12 @@ import (
 
 // Both kernel backends read their table over netlink for a full sync: the nft backend too,
 // since nft prints rules its own way; netlinkenc compiles every rule as nft does, so a table
-// reads back alike whichever backend wrote it. Objects are spelled as the kernel encodes them:
-// a chain by its hook, a rule by its expressions, a set by its flags, lengths and timeout (not
-// its datatypes, which nft and google/nftables name differently for the same bytes, nor its
-// size, which google/nftables does not write), an element by its bytes and comment.
+// reads back alike whichever backend wrote it, but for one datatype: nft declares the random
+// index of the endpoint maps' keys an integer, netlinkenc a mark (see netlinkenc.Def), so a
+// table that one backend wrote is rebuilt by the other (nft then refuses a rule that uses a map
+// of the other type). Objects are spelled as the kernel encodes them: a chain by its hook, a
+// rule by its expressions, a set by its flags, datatypes, lengths and timeout (not its size,
+// which google/nftables does not write), an element by its bytes and comment.
 
 // listTable is the netlink read of the table (readNetlinkTable), or what a test puts there.
 type listTable func(ctx context.Context) (*tableImage, error)
@@ -76,7 +78,7 @@ func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}
-		s.elems = kernelElements(elems, ks.verdict, ks.flags&unix.NFT_SET_INTERVAL != 0)
+		s.elems = kernelElements(elems, ks.verdict(), ks.flags&unix.NFT_SET_INTERVAL != 0)
 	}
 	return img, nil
 }
@@ -163,22 +165,24 @@ func ranges(elems []nftables.SetElement) []string {
 
 // kernelSet is what a set's definition says of it, as listSets reads it.
 type kernelSet struct {
-	flags           uint32
-	keyLen, dataLen uint32
-	verdict         bool
-	timeout         time.Duration
+	flags             uint32
+	keyType, dataType uint32
+	keyLen, dataLen   uint32
+	timeout           time.Duration
 }
 
 // spellSet is the definition as compared: nft sets the concatenation flag only on interval
-// sets, so it is left out.
+// sets, so it is left out, and so is a verdict's length.
 func spellSet(k kernelSet) string {
 	flags := k.flags & (unix.NFT_SET_MAP | unix.NFT_SET_INTERVAL | unix.NFT_SET_TIMEOUT | unix.NFT_SET_EVAL)
 	data := strconv.Itoa(int(k.dataLen))
-	if k.verdict {
+	if k.verdict() {
 		data = "verdict"
 	}
-	return fmt.Sprintf("flags %#x key %d data %s timeout %s", flags, k.keyLen, data, k.timeout)
+	return fmt.Sprintf("flags %#x key %#x/%d data %#x/%s timeout %s", flags, k.keyType, k.keyLen, k.dataType, data, k.timeout)
 }
+
+func (k kernelSet) verdict() bool { return k.dataType == unix.NFT_DATA_VERDICT }
 
 func (k kernelSet) spell() string { return spellSet(k) }
 
@@ -234,10 +238,12 @@ func decodeSet(data []byte) (string, kernelSet, error) {
 			name = ad.String()
 		case unix.NFTA_SET_FLAGS:
 			ks.flags = ad.Uint32()
+		case unix.NFTA_SET_KEY_TYPE:
+			ks.keyType = ad.Uint32()
 		case unix.NFTA_SET_KEY_LEN:
 			ks.keyLen = ad.Uint32()
 		case unix.NFTA_SET_DATA_TYPE:
-			ks.verdict = ad.Uint32() == unix.NFT_DATA_VERDICT
+			ks.dataType = ad.Uint32()
 		case unix.NFTA_SET_DATA_LEN:
 			ks.dataLen = ad.Uint32()
 		case unix.NFTA_SET_TIMEOUT:
@@ -247,10 +253,12 @@ func decodeSet(data []byte) (string, kernelSet, error) {
 	return name, ks, ad.Err()
 }
 
-// netlinkSpeller spells objects as netlinkenc encodes them and readNetlinkTable reads them.
+// netlinkSpeller spells objects as netlinkenc encodes them and readNetlinkTable reads them;
+// with nft, a set's datatypes as nft declares them.
 type netlinkSpeller struct {
 	fam   family
 	table *nftables.Table
+	nft   bool
 }
 
 func (n netlinkSpeller) chain(c *ruleset.Chain) (string, error) {
@@ -274,8 +282,11 @@ func (n netlinkSpeller) set(s *ruleset.Set) (setSpeller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("set %s: %w", s.Name, err)
 	}
-	ks := kernelSet{verdict: d.Verdict, timeout: s.Timeout}
+	ks := kernelSet{timeout: s.Timeout}
 	ks.keyLen, ks.dataLen = d.Lengths()
+	if ks.keyType, ks.dataType, err = d.Magic(n.nft); err != nil {
+		return nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
 	if d.Verdict || d.Data != nil {
 		ks.flags |= unix.NFT_SET_MAP
 	}

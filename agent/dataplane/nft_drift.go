@@ -81,7 +81,7 @@ func (k *nftKernelBackend) read(ctx context.Context) (*tableImage, speller, erro
 	gen, genErr := generation()
 	img, err := readNetlinkTable(table)
 	k.readGen, k.readGenKnown = gen, genErr == nil
-	return img, netlinkSpeller{fam: k.fam, table: table}, err
+	return img, netlinkSpeller{fam: k.fam, table: table, nft: true}, err
 }
 
 // nftListing is the part of `nft -j list table` a structural comparison reads.

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math/big"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
@@ -313,4 +315,32 @@ func (d *SetDef) Lengths() (key, data uint32) {
 		data += fieldSize(d.Data, t)
 	}
 	return key, data
+}
+
+// Magic is the datatype number of the key and of the data (a concatenation's fields packed as
+// the kernel stores them; 0 for a set's data, NFT_DATA_VERDICT for a verdict map's). integer
+// names the numgen field of a typeof key as nft does (integer) instead of as a mark (see Def):
+// the same bytes, another number.
+func (d *SetDef) Magic(integer bool) (key, data uint32, err error) {
+	types := d.Key
+	if integer {
+		types = slices.Clone(d.Key)
+		for i, t := range types {
+			if t == nftables.TypeMark {
+				types[i] = nftables.TypeInteger
+			}
+		}
+	}
+	k, err := concat(types)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case d.Verdict:
+		return k.GetNFTMagic(), unix.NFT_DATA_VERDICT, nil
+	case d.Data != nil:
+		v, err := concat(d.Data)
+		return k.GetNFTMagic(), v.GetNFTMagic(), err
+	}
+	return k.GetNFTMagic(), 0, nil
 }
