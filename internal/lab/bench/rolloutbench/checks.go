@@ -16,6 +16,11 @@ const (
 	// convergeSlack is two settle polls: both controllers follow the same rollout, and "converges
 	// no later" means a mean convergence time at most this much above upstream's.
 	convergeSlack = 500 * time.Millisecond
+	// memoryCheckPods and maxManagerRSS: at this many Pods (the default memory size) the
+	// manager's resident memory is at most half the 153 MiB it measured there before its caches
+	// were trimmed (#40).
+	memoryCheckPods = 10_000
+	maxManagerRSS   = 76 << 20
 )
 
 func checks(env bench.Env, sz sizes, results []settingResult) []bench.Check {
@@ -37,8 +42,23 @@ func checks(env bench.Env, sz sizes, results []settingResult) []bench.Check {
 		if res.headline && !env.Quick {
 			out = append(out, claims(res)...)
 		}
+		if res.mem != nil && sz.memoryPods >= memoryCheckPods {
+			out = append(out, memoryCheck(sz, res.mem))
+		}
 	}
 	return out
+}
+
+// memoryCheck holds the manager's resident memory at the memory size to its budget;
+// kube-controller-manager's whole process is in the memory table beside it.
+func memoryCheck(sz sizes, mem *memory) bench.Check {
+	ours := mem.rows[0]
+	c := bench.Check{Name: fmt.Sprintf("fleetslice's manager resident at %s Pods in at most %d MiB",
+		bench.Count(int64(sz.memoryPods)), maxManagerRSS>>20)}
+	if ours.atScale > maxManagerRSS {
+		c.Failure = fmt.Sprintf("%s (kube-controller-manager with its EndpointSlice controller: %s)", mib(ours.atScale), mib(mem.rows[2].atScale))
+	}
+	return c
 }
 
 // sanityChecks hold at any size: every phase settled, its writes were counted, and its timeline

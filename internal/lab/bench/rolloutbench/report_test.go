@@ -134,3 +134,22 @@ func TestReportRatiosAndMemory(t *testing.T) {
 		t.Fatalf("memory ratio = %q, want 0.33× of the whole and 1.00× of the 100 MiB share", ratio)
 	}
 }
+
+func TestMemoryCheckHoldsTheManagerToHalfItsFormerSize(t *testing.T) {
+	mem := func(manager int64) *memory {
+		return &memory{rows: []memoryRow{{atScale: manager}, {atScale: 200 << 20}, {atScale: 210 << 20}}}
+	}
+	if c := memoryCheck(fullSizes, mem(70<<20)); c.Failure != "" {
+		t.Fatalf("70 MiB failed: %s", c.Failure)
+	}
+	if c := memoryCheck(fullSizes, mem(153<<20)); c.Failure != "153 MiB (kube-controller-manager with its EndpointSlice controller: 210 MiB)" {
+		t.Fatalf("153 MiB: %q", c.Failure)
+	}
+	one := phase(1, 1, time.Second, time.Second, 0, 1)
+	quick := []settingResult{{setting: setting{scale: true}, sides: sidesOf(one, one), mem: mem(1 << 30)}}
+	for _, c := range checks(bench.Env{Quick: true}, quickSizes, quick) {
+		if strings.Contains(c.Name, "resident") {
+			t.Fatalf("the quick size is held to the full size's budget: %s", c.Name)
+		}
+	}
+}
