@@ -194,6 +194,7 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 	rep.Intro += "\n\n" + versusIntro(versus.sizes, versus.runs, versus.coldRuns, "")
 	rep.Tables = append(rep.Tables, versusTables(vres)...)
 	rep.Checks = append(rep.Checks, check.versusCheck(true)...)
+	rep.Checks = append(rep.Checks, versusMemoryChecks(vres)...)
 	return rep, nil
 }
 

@@ -52,7 +52,7 @@ func (s versusSize) String() string {
 
 // VersusSizes are measured side by side, QuickVersusSizes with --quick.
 var (
-	VersusSizes      = []string{"1000x10", "10000x10", "5000x50"}
+	VersusSizes      = []string{"1000x10", "10000x10", "5000x50", "50000x10/agent"}
 	QuickVersusSizes = []string{"100x10"}
 )
 

@@ -22,6 +22,34 @@ func (c *checker) versusCheck(ran bool) []bench.Check {
 	return []bench.Check{ch}
 }
 
+// memoryCheckEndpoints and maxPeakRSSRatio: at a side-by-side size of at least this many
+// endpoints (5,000 × 50 and larger) the agent's peak RSS is at most this share of kube-proxy's
+// (#40).
+const (
+	memoryCheckEndpoints = 250_000
+	maxPeakRSSRatio      = 0.5
+)
+
+// versusMemoryChecks holds the agent's peak RSS to its share of kube-proxy's at every large size
+// both ran.
+func versusMemoryChecks(results []versusResult) []bench.Check {
+	var out []bench.Check
+	for _, r := range results {
+		ag, okA := r.program("agent")
+		kp, okK := r.program("kube-proxy")
+		if !okA || !okK || r.size.services*r.size.endpoints < memoryCheckEndpoints {
+			continue
+		}
+		c := bench.Check{Name: fmt.Sprintf("%s × %s: the agent's peak RSS at most %.1f× kube-proxy's",
+			bench.Count(int64(r.size.services)), bench.Count(int64(r.size.endpoints)), maxPeakRSSRatio)}
+		if ag.rss <= 0 || kp.rss <= 0 || float64(ag.rss) > maxPeakRSSRatio*float64(kp.rss) {
+			c.Failure = fmt.Sprintf("%s against %s (%s)", mebibytes(ag.rss), mebibytes(kp.rss), ratio(float64(ag.rss), float64(kp.rss)))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // medianOf the values that are numbers; NaN when none is.
 func medianFloat(values []float64) float64 {
 	var v []float64

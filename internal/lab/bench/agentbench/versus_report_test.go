@@ -99,3 +99,26 @@ func TestVersusIntroSaysWhyItWasSkipped(t *testing.T) {
 		}
 	}
 }
+
+func TestVersusMemoryChecksHoldLargeSizesOnly(t *testing.T) {
+	at := func(services, endpoints int, agent, kubeProxy int64, agentOnly bool) versusResult {
+		r := versusResult{size: versusSize{services: services, endpoints: endpoints, agentOnly: agentOnly},
+			programs: []programResult{{name: "agent", rss: agent << 20}}}
+		if !agentOnly {
+			r.programs = append(r.programs, programResult{name: "kube-proxy", rss: kubeProxy << 20})
+		}
+		return r
+	}
+	checks := versusMemoryChecks([]versusResult{
+		at(1000, 10, 90, 92, false),    // small: not held
+		at(5000, 50, 200, 424, false),  // holds
+		at(10000, 50, 300, 424, false), // fails
+		at(50000, 10, 1500, 0, true),   // the agent alone: nothing to compare
+	})
+	if len(checks) != 2 || checks[0].Failure != "" || checks[1].Failure != "300 MiB against 424 MiB (0.71×)" {
+		t.Fatalf("checks = %+v", checks)
+	}
+	if !strings.Contains(checks[0].Name, "5,000 × 50") {
+		t.Fatalf("check name %q does not name the size", checks[0].Name)
+	}
+}
