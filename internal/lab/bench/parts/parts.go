@@ -21,6 +21,7 @@ func All() []bench.Part {
 		rolloutbench.Part(),
 		topologybench.Part(),
 		topologybench.LocalityPart(),
+		topologybench.TiersPart(),
 		mcsbench.Part(),
 		agentbench.Part(),
 		dnsbench.Part(),
