@@ -192,8 +192,8 @@ func (o *partOptions) run(ctx context.Context, env bench.Env) (rep *bench.Report
 		return nil, err
 	}
 	rep.Intro += "\n\n" + versusIntro(versus.sizes, versus.runs, versus.coldRuns, "")
-	rep.Tables = append(rep.Tables, versusTables(vres)...)
-	rep.Checks = append(rep.Checks, check.versusCheck(true)...)
+	rep.Tables = append(append(rep.Tables, versusTables(vres)...), resyncTables(vres)...)
+	rep.Checks = append(append(rep.Checks, check.versusCheck(true)...), resyncCheck(vres)...)
 	rep.Checks = append(rep.Checks, versusMemoryChecks(vres)...)
 	return rep, nil
 }

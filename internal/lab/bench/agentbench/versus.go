@@ -119,6 +119,9 @@ type versusSample struct {
 	// outside runs from the first API write (for the cold sync: starting the process) to the end
 	// of the sync after which the table held the change, by the program's last-sync timestamp.
 	outside time.Duration
+	// commits and rss, for the full syncs after a restart (versus_resync.go): the nftables
+	// commits in the namespace meanwhile, and the process's peak resident memory.
+	commits, rss int64
 }
 
 type versusStep struct {
@@ -274,7 +277,9 @@ func (m *measuring) program(ctx context.Context, p program, apiHostPort, kubecon
 		return programResult{}, err
 	}
 	defer func() {
-		pr.rss = r.peakRSS()
+		if pr.rss == 0 { // resync took it before restarting the program
+			pr.rss = r.peakRSS()
+		}
 		// Added Services go, so the next program starts from the same Services.
 		for _, svc := range m.added {
 			err = errors.Join(err, deleteService(context.WithoutCancel(ctx), m.client, svc))
@@ -310,6 +315,9 @@ func (m *measuring) program(ctx context.Context, p program, apiHostPort, kubecon
 			step.samples = append(step.samples, smp)
 		}
 		pr.steps = append(pr.steps, step)
+	}
+	if err := m.resync(ctx, p, r, &pr, apiHostPort, kubeconfig, logDir); err != nil {
+		return pr, fmt.Errorf("full resync: %w", err)
 	}
 	return pr, nil
 }

@@ -43,10 +43,18 @@ func TestQuickSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent part: %v\nlog:\n%s", err, log.String())
 	}
-	if len(rep.Tables) != 4 {
-		t.Fatalf("%d tables, want cold, later and the two side-by-side ones\nchecks: %+v\nlog:\n%s", len(rep.Tables), rep.Checks, log.String())
+	if len(rep.Tables) != 5 {
+		t.Fatalf("%d tables, want cold, later and the three side-by-side ones\nchecks: %+v\nlog:\n%s", len(rep.Tables), rep.Checks, log.String())
 	}
-	syncs, tables := rep.Tables[2], rep.Tables[3]
+	syncs, tables, resyncs := rep.Tables[2], rep.Tables[3], rep.Tables[4]
+	if len(resyncs.Rows) != 3 || resyncs.Rows[0][2] != "kube-proxy" || resyncs.Rows[2][3] != versusResync {
+		t.Errorf("full resync rows %v, want kube-proxy's restart, the agent's and its periodic resync", resyncs.Rows)
+	}
+	for _, row := range resyncs.Rows[1:] {
+		if row[7] != "0" {
+			t.Errorf("the agent's unchanged full sync wrote: %v", row)
+		}
+	}
 	if len(syncs.Rows) != 4 {
 		t.Errorf("side-by-side rows %v, want the cold sync and three changes", syncs.Rows)
 	}
