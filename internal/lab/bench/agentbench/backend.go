@@ -151,7 +151,7 @@ func (b *kernelBackend) fresh(context.Context) (*dataplane.Syncer, error) {
 		return nil, err
 	}
 	b.timed = &timedNFT{Interface: b.nft}
-	return dataplane.New(b.timed, dataplaneOptions())
+	return dataplane.NewKernelNft(b.timed, dataplaneOptions())
 }
 
 func (b *kernelBackend) sync(ctx context.Context, s *dataplane.Syncer, services []dataplane.Service, full bool) (sample, dataplane.Stats, error) {

@@ -167,7 +167,8 @@ figure. Medians are of the runs shown (the lower middle run for an even count); 
 stops repeating once one more run would take it past its time budget (--agent-budget), so the largest cold
 and full syncs may have fewer runs than the others.`,
 		`The agent runs a cold sync when it starts on a node without its table, and a full resync every
---sync-period (one hour by default); syncs are serialized, so changes arriving during one wait for the next.`,
+--sync-period (one hour by default), which reads the table back and writes only what differs: nothing for an
+unchanged table, as here (an invariant). Syncs are serialized, so changes arriving during one wait for the next.`,
 		`A removed Service's chains are flushed at once and deleted by a later sync at least a second after
 (dataplane.Options.StaleChainDelay, for kernels before 6.2), so some incremental syncs also carry those
 deletions: the operations maximum shows them.`,

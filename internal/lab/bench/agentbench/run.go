@@ -209,6 +209,10 @@ func (r *sizeRun) syncOnce(ctx context.Context, step *stepResult, full bool) (sa
 		r.check.syncFailures = append(r.check.syncFailures, fmt.Sprintf("%s: %d Services rejected, first %s: %s",
 			label, len(st.Rejected), st.Rejected[0].Service, st.Rejected[0].Reason))
 	}
+	if step.name == stepResync && (st.Operations != 0 || st.Rebuilt != "") {
+		r.check.statsFailures = append(r.check.statsFailures, fmt.Sprintf("%s: the full resync of an unchanged table wrote %d operations (rebuilt: %q)",
+			label, st.Operations, st.Rebuilt))
+	}
 	if st.Full != full || st.Changed != step.changed || st.Removed != step.removed || st.Services != len(r.services) {
 		r.check.statsFailures = append(r.check.statsFailures, fmt.Sprintf(
 			"%s: Full=%v Changed=%d Removed=%d Services=%d, want Full=%v Changed=%d Removed=%d Services=%d",
