@@ -16,6 +16,7 @@ import (
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
@@ -149,6 +150,7 @@ func gatherBroker(ctx context.Context, b *Broker, in *ImportInputs, now time.Tim
 		}
 		m := MemberCPU{Cluster: l.Cluster, Source: "broker Lease " + leases.Items[i].Name}
 		m.CPU, m.HasCPU = locality.NodeCPUFromAnnotations(leases.Items[i].Annotations)
+		m.Properties, _ = clusterselect.ParseProperties(leases.Items[i].Annotations[v1alpha1.AnnotationClusterProperties])
 		in.Members = append(in.Members, m)
 	}
 	return nil

@@ -2,8 +2,10 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/allocation"
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
@@ -39,12 +42,14 @@ type ImportInputs struct {
 	Settings Settings
 }
 
-// MemberCPU is one cluster's demand and where it was read.
+// MemberCPU is one cluster's demand and where it was read, with the ClusterProperties its
+// broker Lease publishes (nil when not read there).
 type MemberCPU struct {
-	Cluster string
-	CPU     locality.NodeCPU
-	HasCPU  bool
-	Source  string
+	Cluster    string
+	CPU        locality.NodeCPU
+	HasCPU     bool
+	Source     string
+	Properties map[string]string
 }
 
 // ImportReport is the explanation of one ServiceImport.
@@ -57,6 +62,9 @@ type ImportReport struct {
 	// was read; Zones is true when the import also prefers the client's zone.
 	Preference, PreferenceSource string
 	Zones                        bool
+	// Selectors are the import's cluster selectors (KEP-5939, annotation on the ServiceImport),
+	// "" for none; with them the allocation follows tiers.
+	Selectors string
 	// Clusters are the allocation's inputs, one per cluster, ascending.
 	Clusters []ClusterInput
 	// Decision is locality's result, Have the published annotation and Want the decided one.
@@ -91,7 +99,13 @@ func ExplainImport(in ImportInputs) ImportReport {
 	if in.Derived != nil {
 		r.Have = in.Derived.Annotations[allocation.Annotation]
 	}
-	if r.Preference == v1alpha1.PreferSameCluster && len(exporters) > 0 {
+	if si.Spec.Type == mcsv1beta1.ClusterSetIP {
+		r.Selectors = si.Annotations[v1alpha1.AnnotationClusterSelectors]
+	}
+	switch {
+	case r.Selectors != "" && len(exporters) > 0:
+		r.decideTiers(in, members, exporters)
+	case r.Preference == v1alpha1.PreferSameCluster && len(exporters) > 0:
 		pub := locality.Decide(members, r.Have, r.Zones, locality.ForThreshold(in.Settings.OverloadThreshold))
 		r.Decision, r.Want = pub.Result, pub.Annotation
 	}
@@ -147,7 +161,7 @@ func (r *ImportReport) members(in ImportInputs, exporters []string) []locality.M
 	byName := map[string]*locality.Member{}
 	inputs := map[string]*ClusterInput{}
 	for _, m := range in.Members {
-		byName[m.Cluster] = &locality.Member{Name: m.Cluster, CPU: m.CPU, HasCPU: m.HasCPU}
+		byName[m.Cluster] = &locality.Member{Name: m.Cluster, CPU: m.CPU, HasCPU: m.HasCPU, Properties: m.Properties}
 		inputs[m.Cluster] = &ClusterInput{Name: m.Cluster, MilliCPU: -1, CPUSource: m.Source}
 		if m.HasCPU {
 			inputs[m.Cluster].MilliCPU = m.CPU.MilliCPU
@@ -233,4 +247,41 @@ func quoteOrAbsent(s string) string {
 		return "absent"
 	}
 	return s
+}
+
+// decideTiers re-runs the tiered allocation: every member's selector results from the
+// ClusterProperties its broker Lease publishes, then locality.DecideTiers with the manager's
+// --cluster-selection. Without the broker the other members' properties are unknown, and the
+// published allocation is taken as it is.
+func (r *ImportReport) decideTiers(in ImportInputs, members []locality.Member, exporters []string) {
+	selectors, err := clusterselect.Parse(r.Selectors)
+	if err != nil {
+		r.Differences = append(r.Differences, "the import's cluster selectors do not parse: "+err.Error())
+		return
+	}
+	if !in.Broker {
+		r.Notes = append(r.Notes, "the tiers depend on every member's ClusterProperties, which only their broker Leases show: "+
+			"the published allocation is not re-derived (pass --broker-kubeconfig)")
+		r.Want = r.Have
+		return
+	}
+	byName := map[string]clusterselect.Member{}
+	for _, m := range members {
+		byName[m.Name] = clusterselect.Member{Name: m.Name, Properties: m.Properties}
+	}
+	sources := make([]clusterselect.Member, 0, len(exporters))
+	for _, c := range exporters {
+		sources = append(sources, byName[c])
+	}
+	tiers := map[string][][]string{}
+	for name, m := range byName {
+		for _, res := range clusterselect.Evaluate(selectors, m, sources) {
+			tiers[name] = append(tiers[name], res.Clusters)
+		}
+	}
+	for _, m := range clusterselect.Missing(selectors, slices.Collect(maps.Values(byName))) {
+		r.Notes = append(r.Notes, fmt.Sprintf("cluster %s lacks ClusterProperty %s, which the selectors compare: it is in no tier", m.Cluster, strings.Join(m.Keys, ", ")))
+	}
+	pub := locality.DecideTiers(members, tiers, r.Have, r.Zones, in.Settings.ClusterSelection, locality.ForThreshold(in.Settings.OverloadThreshold))
+	r.Decision, r.Want = pub.Result, pub.Annotation
 }

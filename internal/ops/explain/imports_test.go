@@ -123,3 +123,42 @@ func TestExplainImport(t *testing.T) {
 		})
 	}
 }
+
+// An import with cluster selectors: explain re-runs the tiered allocation from the members'
+// published properties when it reads the broker, and says it cannot without.
+func TestExplainImportWithClusterSelectors(t *testing.T) {
+	const regionOnly = `[{"propertySelector":{"matchProperties":{"region.topology.k8s.io":"@SameAsImporter@"}}}]`
+	si := testImport("east", "west", "north")
+	si.Annotations = map[string]string{v1alpha1.AnnotationClusterSelectors: regionOnly}
+	slices := []*discoveryv1.EndpointSlice{readySlice("east", "a", 1), readySlice("west", "b", 4), readySlice("north", "c", 4)}
+	members := []MemberCPU{cpu("east", 8000), cpu("west", 8000), cpu("north", 8000)}
+	for i, region := range []string{"eu", "eu", "us"} {
+		members[i].Properties = map[string]string{"region.topology.k8s.io": region}
+	}
+	ready := func(i int) locality.Member {
+		return locality.Member{Name: members[i].Cluster, CPU: members[i].CPU, HasCPU: true, Ready: locality.CountReady(slices[i : i+1])}
+	}
+	tiers := map[string][][]string{"east": {{"east", "west"}}, "west": {{"east", "west"}}, "north": {{"north"}}}
+	published := locality.DecideTiers([]locality.Member{ready(0), ready(1), ready(2)}, tiers, "", false, locality.SelectionBounded, locality.DefaultOptions()).Annotation
+	in := ImportInputs{Self: "east", Import: si, Derived: testDerived(si, published), Slices: slices, Members: members,
+		Broker: true, Settings: DefaultSettings()}
+	rep := ExplainImport(in)
+	var out strings.Builder
+	if err := rep.Render(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Differences) != 0 || !strings.Contains(out.String(), "selectors:  "+regionOnly) || !strings.Contains(out.String(), "cluster selection bounded") {
+		t.Fatalf("differences %q:\n%s", rep.Differences, out.String())
+	}
+	// Without the broker the tiers cannot be re-derived: said, not reported as a difference.
+	in.Broker = false
+	if rep := ExplainImport(in); len(rep.Differences) != 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "only their broker Leases show") {
+		t.Fatalf("without the broker: differences %q, notes %q", rep.Differences, rep.Notes)
+	}
+	// --cluster-selection=first-ready decides otherwise: the published bounded allocation differs.
+	s, problems := SettingsFromArgs([]string{"--cluster-selection", "first-ready"}, "test")
+	in.Broker, in.Settings = true, s
+	if rep := ExplainImport(in); len(problems) != 0 || len(rep.Differences) == 0 {
+		t.Fatalf("first-ready: problems %q, differences %q", problems, rep.Differences)
+	}
+}

@@ -58,8 +58,8 @@ func (r ServiceReport) Render(w io.Writer) error {
 }
 
 func renderSettings(w io.Writer, s Settings) {
-	fmt.Fprintf(w, "  settings:   overload threshold %.0f%%, hints on at %d ready endpoints per zone, %d endpoints per slice, compaction slack %d, services %s (%s)\n",
-		100*s.OverloadThreshold, s.MinEndpointsPerZone, s.MaxEndpointsPerSlice, s.CompactionSlack, s.Services, s.Source)
+	fmt.Fprintf(w, "  settings:   overload threshold %.0f%%, hints on at %d ready endpoints per zone, %d endpoints per slice, compaction slack %d, services %s, cluster selection %s (%s)\n",
+		100*s.OverloadThreshold, s.MinEndpointsPerZone, s.MaxEndpointsPerSlice, s.CompactionSlack, s.Services, s.ClusterSelection, s.Source)
 }
 
 // renderIgnored repeats the controller's SelectorAnnotationIgnored warning, if any.

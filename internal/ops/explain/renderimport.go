@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
 
 // Render writes the import's explanation: inputs, decision, and whether the member matches it.
@@ -46,7 +47,12 @@ func (r ImportReport) Render(w io.Writer) error {
 }
 
 func (r ImportReport) renderAllocation(w io.Writer) {
-	if r.Preference != v1alpha1.PreferSameCluster {
+	if r.Selectors != "" {
+		fmt.Fprintf(w, "  selectors:  %s (KEP-5939; cluster selection %s)\n", r.Selectors, r.Settings.ClusterSelection)
+		if r.Decision.Mode == "" {
+			return
+		}
+	} else if r.Preference != v1alpha1.PreferSameCluster {
 		fmt.Fprintf(w, "  allocation: none: the exports do not ask for %s=%s, so clients spread over every cluster's endpoints\n",
 			v1alpha1.AnnotationTrafficDistribution, v1alpha1.PreferSameCluster)
 		return
@@ -57,8 +63,13 @@ func (r ImportReport) renderAllocation(w io.Writer) {
 		fmt.Fprintf(w, "  allocation: %s (%s) %s: none published, clients spread over every cluster's endpoints\n", orNone(string(d.Mode)), d.Reason, d.Message)
 		return
 	}
-	fmt.Fprintf(w, "  allocation: %s: no endpoint expects over %.0f%% above its fair share (max %.2fx); %.1f%% of the ClusterSet's traffic leaves its cluster\n",
-		d.Mode, 100*r.Settings.OverloadThreshold, d.MaxLoad, 100*d.Spilled)
+	if r.Selectors != "" && r.Settings.ClusterSelection == locality.SelectionFirstReady {
+		fmt.Fprintf(w, "  allocation: %s: each cluster's first tier with a ready endpoint takes all of its traffic, whatever it can carry (max %.2fx); %.1f%% of the ClusterSet's traffic leaves its cluster\n",
+			d.Mode, d.MaxLoad, 100*d.Spilled)
+	} else {
+		fmt.Fprintf(w, "  allocation: %s: no endpoint expects over %.0f%% above its fair share (max %.2fx); %.1f%% of the ClusterSet's traffic leaves its cluster\n",
+			d.Mode, 100*r.Settings.OverloadThreshold, d.MaxLoad, 100*d.Spilled)
+	}
 	fmt.Fprintln(w, "  CLUSTER\tKEEPS\tSENDS\tENDPOINT LOAD")
 	for _, c := range d.Clusters {
 		var spill []string

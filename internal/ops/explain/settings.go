@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/placement"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/topology"
 )
 
@@ -27,6 +28,9 @@ type Settings struct {
 	CompactionSlack      int
 	// Services is --endpointslice-services: "all" or "opted-in".
 	Services selection.Scope
+	// ClusterSelection is --cluster-selection: how imports with cluster selectors follow
+	// their tiers, "bounded" or "first-ready".
+	ClusterSelection locality.Selection
 	// Source says where the values come from, for the reader to judge them.
 	Source string
 }
@@ -42,6 +46,7 @@ func DefaultSettings() Settings {
 		MaxEndpointsPerSlice: placement.DefaultMaxEndpointsPerSlice,
 		CompactionSlack:      placement.DefaultCompactionSlack,
 		Services:             selection.ScopeAll,
+		ClusterSelection:     locality.SelectionBounded,
 		Source:               "the manager's defaults",
 	}
 }
@@ -90,7 +95,7 @@ func SettingsFromArgs(args []string, source string) (Settings, []string) {
 func knownFlag(name string) bool {
 	switch name {
 	case "topology-overload-threshold", "topology-min-endpoints-per-zone", "max-endpoints-per-slice",
-		"endpointslice-compaction-slack", "endpointslice-services":
+		"endpointslice-compaction-slack", "endpointslice-services", "cluster-selection":
 		return true
 	}
 	return false
@@ -110,6 +115,9 @@ func (s *Settings) set(name, value string) error {
 		next.CompactionSlack, err = strconv.Atoi(value)
 	case "endpointslice-services":
 		err = next.Services.Set(value)
+	case "cluster-selection":
+		next.ClusterSelection = locality.Selection(value)
+		err = next.ClusterSelection.Validate()
 	}
 	if err == nil {
 		*s = next
