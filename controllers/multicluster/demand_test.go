@@ -43,7 +43,9 @@ func TestDemandPublishesClusterProperties(t *testing.T) {
 	}
 
 	failing := interceptor.NewClient(fake.NewClientBuilder().WithScheme(s).Build().(client.WithWatch), interceptor.Funcs{
-		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return errors.New("down") },
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("down")
+		},
 	})
 	r := &leaseRenewer{demand: nodeDemand(nodes, failing)}
 	kept := r.demandAnnotations(context.Background(), got)
