@@ -109,7 +109,8 @@ Each Service has a cluster IP and one TCP port; every %dth also a NodePort, ever
 externalTrafficPolicy: Local with %d of its endpoints on this node, and every %dth ClientIP session affinity
 (a %g-hour timeout, Kubernetes' default), so the table carries every kind of object a node really has. **Cold**: the table is absent and an agent that
 has never synced runs one full sync, a single transaction. Then, over the programmed table: a **periodic full
-resync** (the table deleted and rebuilt in one transaction, as the agent does to repair drift), and **incremental
+resync** (every Service compared with the table read back, and only what differs written, nothing here, as the
+agent does to repair drift), and **incremental
 syncs**, which rewrite only the Services that changed: one Service's endpoints change (one pod replaced), one
 Service added, one removed, and 1%% of the Services changing at once. Each is repeated (the Runs column) and timed
 from the call to Sync to its return; the heap is collected before each so that no sync pays for another's
