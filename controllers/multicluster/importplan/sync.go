@@ -198,18 +198,20 @@ func (s *Sync) planDerived(in Input, si *mcsv1beta1.ServiceImport) {
 }
 
 // planAllocation decides where each cluster's clients send this Service's traffic when its
-// exports prefer the same cluster or carry cluster selectors (then by their tiers), and returns the annotation to publish ("" for none). Every
-// member decides it with the same pure function from the same broker state, and the previous
-// annotation carries the hysteresis.
+// exports prefer the same cluster or carry cluster selectors (then by their tiers), and returns
+// the annotation to publish ("" for none). Every member decides it with the same pure function
+// from the same broker state, and the previous annotation carries the hysteresis.
 func (s *Sync) planAllocation(in Input, have string) string {
 	tiered := len(s.selection.selectors) > 0
 	if (!s.merged.PrefersSameCluster() && !tiered) || len(s.merged.Clusters) == 0 {
 		return ""
 	}
 	members, zones := localityMembers(in.Members, in.Sources, s.merged.Clusters), prefersZone(s.merged.Spec.TrafficDistribution)
-	pub := locality.Decide(members, have, zones, in.Locality)
+	var pub locality.Publication
 	if tiered {
 		pub = locality.DecideTiers(members, s.selection.tiers, have, zones, in.Selection, in.Locality)
+	} else {
+		pub = locality.Decide(members, have, zones, in.Locality)
 	}
 	if pub.Annotation != have {
 		s.Allocation = &pub
