@@ -45,8 +45,14 @@ type store struct {
 	// programmed, per Service.
 	triggers map[types.NamespacedName][]time.Time
 
-	converted map[types.NamespacedName]Converted
+	converted map[types.NamespacedName]conversion
 	counts    convertedCounts
+	// every holds the dataplane input of every programmed Service only while syncs keep asking
+	// for all of them outside a full refresh (a dataplane that cannot take changes alone: after
+	// a failed sync, or while two Services claim one address and port), so that each of those
+	// converts only what changed; the first sync that does without it drops it (everyUsed).
+	every     map[types.NamespacedName]dataplane.Service
+	everyUsed bool
 	// order lists the keys of converted sorted, nil when a key came or went.
 	order []types.NamespacedName
 	// kick tells the sync loop that something changed.
@@ -64,7 +70,7 @@ func newStore(nodeName string, started time.Time, kick func()) *store {
 		derived:   map[types.NamespacedName]map[types.NamespacedName]bool{},
 		dirty:     map[types.NamespacedName]bool{},
 		triggers:  map[types.NamespacedName][]time.Time{},
-		converted: map[types.NamespacedName]Converted{},
+		converted: map[types.NamespacedName]conversion{},
 		kick:      kick,
 	}
 }
@@ -254,17 +260,30 @@ type convertedCounts struct {
 	noLocalInternal, noLocalExternal int
 }
 
+// conversion is what the store keeps of a Service's last conversion: whether it is programmed
+// and what the gauges count. The dataplane input itself is not kept once the dataplanes have it:
+// they remember what they wrote by digest, and the rare sync that needs every Service outside a
+// full refresh converts them again (programmedServices).
+type conversion struct {
+	skipped                          bool
+	noLocalInternal, noLocalExternal bool
+}
+
+func conversionOf(c Converted) conversion {
+	return conversion{skipped: c.Skip != "", noLocalInternal: c.NoLocalInternal, noLocalExternal: c.NoLocalExternal}
+}
+
 // add adds c's contribution to the counts, or takes it away with sign -1.
-func (n *convertedCounts) add(c Converted, sign int) {
-	if c.Skip != "" {
+func (n *convertedCounts) add(c conversion, sign int) {
+	if c.skipped {
 		n.skipped += sign
 		return
 	}
 	n.programmed += sign
-	if c.NoLocalInternal {
+	if c.noLocalInternal {
 		n.noLocalInternal += sign
 	}
-	if c.NoLocalExternal {
+	if c.noLocalExternal {
 		n.noLocalExternal += sign
 	}
 }
@@ -275,6 +294,10 @@ func (s *store) refresh(all bool) pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := pending{triggers: map[types.NamespacedName][]time.Time{}, problems: map[types.NamespacedName][]string{}}
+	if !s.everyUsed {
+		s.every = nil
+	}
+	s.everyUsed = false
 	convert := func(key types.NamespacedName) {
 		out.changed++
 		if t := s.triggers[key]; len(t) > 0 {
@@ -289,31 +312,29 @@ func (s *store) refresh(all bool) pending {
 		if known != (svc != nil) {
 			s.order = nil
 		}
+		delete(s.every, key)
 		if svc == nil {
 			delete(s.converted, key)
 			out.removed = append(out.removed, key.String())
 			return
 		}
-		in := ServiceInputs{Service: svc, Import: s.importFor(svc)}
-		for _, sl := range s.slices[key] {
-			in.Slices = append(in.Slices, sl)
-		}
-		// Map order is random; a stable order keeps the candidates (and so
-		// the dataplane input) identical when nothing changed.
-		slices.SortFunc(in.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
-		c := Convert(in, s.node)
-		s.converted[key] = c
-		s.counts.add(c, 1)
+		c := Convert(s.inputsLocked(key), s.node)
+		s.converted[key] = conversionOf(c)
+		s.counts.add(s.converted[key], 1)
 		if c.Skip != "" {
 			out.removed = append(out.removed, key.String())
 		} else {
 			out.updated = append(out.updated, c.Service)
+			if s.every != nil {
+				s.every[key] = c.Service
+			}
 		}
 		if len(c.Problems) > 0 {
 			out.problems[key] = c.Problems
 		}
 	}
-	if all || s.allDirty {
+	everything := all || s.allDirty
+	if everything {
 		for key := range s.converted {
 			if s.services[key] == nil {
 				convert(key)
@@ -330,21 +351,54 @@ func (s *store) refresh(all bool) pending {
 	clear(s.dirty)
 	s.allDirty = false
 	out.counts = s.counts
-	out.all = s.programmedServices()
+	var fresh []dataplane.Service
+	if everything {
+		fresh = out.updated
+	}
+	out.all = s.programmedServices(fresh)
 	return out
 }
 
-// programmedServices returns the builder of the list of every programmed
-// Service. The list is that of the last refresh, so the sync loop, the only
-// caller of refresh, uses it before its next one.
-func (s *store) programmedServices() func() []dataplane.Service {
+// inputsLocked gathers what Convert reads for the Service key (a zero ServiceInputs when it is
+// gone).
+func (s *store) inputsLocked(key types.NamespacedName) ServiceInputs {
+	svc := s.services[key]
+	if svc == nil {
+		return ServiceInputs{}
+	}
+	in := ServiceInputs{Service: svc, Import: s.importFor(svc)}
+	for _, sl := range s.slices[key] {
+		in.Slices = append(in.Slices, sl)
+	}
+	// Map order is random; a stable order keeps the candidates (and so
+	// the dataplane input) identical when nothing changed.
+	slices.SortFunc(in.Slices, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+	return in
+}
+
+// programmedServices returns the builder of the list of every programmed Service, ordered by
+// key. After a refresh that converted every Service (fresh: the programmed ones) it is that
+// refresh's list. Otherwise the store keeps no copy of what it handed the dataplanes, and the
+// first sync that asks converts every programmed Service again from the store as it is then (a
+// Service changed since the refresh is listed as it is now, still marked dirty, and the next
+// refresh hands it over again unchanged); syncs that keep asking get that list patched with
+// what each refresh converted (every).
+func (s *store) programmedServices(fresh []dataplane.Service) func() []dataplane.Service {
 	var list []dataplane.Service
 	return func() []dataplane.Service {
 		if list != nil {
 			return list
 		}
+		if fresh != nil {
+			list = slices.Clone(fresh)
+			slices.SortFunc(list, func(a, b dataplane.Service) int {
+				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+			})
+			return list
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.everyUsed = true
 		if s.order == nil {
 			s.order = make([]types.NamespacedName, 0, len(s.converted))
 			for key := range s.converted {
@@ -354,10 +408,20 @@ func (s *store) programmedServices() func() []dataplane.Service {
 				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 			})
 		}
-		list = make([]dataplane.Service, 0, s.counts.programmed)
+		if s.every == nil {
+			s.every = make(map[types.NamespacedName]dataplane.Service, s.counts.programmed)
+			for key, c := range s.converted {
+				if !c.skipped {
+					if c := Convert(s.inputsLocked(key), s.node); c.Skip == "" {
+						s.every[key] = c.Service
+					}
+				}
+			}
+		}
+		list = make([]dataplane.Service, 0, len(s.every))
 		for _, key := range s.order {
-			if c := s.converted[key]; c.Skip == "" {
-				list = append(list, c.Service)
+			if svc, ok := s.every[key]; ok {
+				list = append(list, svc)
 			}
 		}
 		return list

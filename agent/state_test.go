@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -62,6 +63,24 @@ func BenchmarkRefreshAll5000x10(b *testing.B) {
 	}
 }
 
+// BenchmarkEveryServiceAfterOneChange5000x10 is what incremental syncs cost the agent while the
+// dataplane asks for every Service (after a failed sync, or while two Services claim one address
+// and port): the first converts them all again, as the store keeps no copy, the next ones only
+// what changed.
+func BenchmarkEveryServiceAfterOneChange5000x10(b *testing.B) {
+	s := scaleStore(5000, 10)
+	s.refresh(true)
+	key := types.NamespacedName{Namespace: "ns", Name: "svc-00500"}
+	sl := s.slices[key]["svc-00500-abcde"]
+	b.ReportAllocs()
+	for b.Loop() {
+		s.setSlice(key, sl.Name, sl, time.Time{})
+		if p := s.refresh(false); len(p.all()) != 5000 {
+			b.Fatalf("%d services", len(p.all()))
+		}
+	}
+}
+
 // BenchmarkRefreshOneDirty is the conversion part of an incremental sync
 // after one Service's slice changed, and after one Service was added: both
 // should cost the same whatever the number of Services.
@@ -109,7 +128,7 @@ func TestRefreshKeepsCountsOfEveryService(t *testing.T) {
 		all := p.all()
 		skipped := 0
 		for _, c := range s.converted {
-			if c.Skip != "" {
+			if c.skipped {
 				skipped++
 			}
 		}
@@ -159,6 +178,39 @@ func TestRefreshConvertsOnlyDirtyServices(t *testing.T) {
 	s.setNode(&corev1.Node{})
 	if p := s.refresh(false); p.changed != 49 {
 		t.Fatalf("a zone change converted %d, want every Service (49)", p.changed)
+	}
+}
+
+// The store keeps no converted Service once the dataplanes have it: a sync that needs every
+// Service after an incremental refresh gets them converted again, equal to what a refresh of
+// every Service lists.
+func TestEveryServiceAfterAnIncrementalRefreshIsConvertedAgain(t *testing.T) {
+	s := scaleStore(40, 3)
+	s.refresh(true)
+	changed := types.NamespacedName{Namespace: "ns", Name: "svc-00003"}
+	sl := s.slices[changed]["svc-00003-abcde"].DeepCopy()
+	sl.Endpoints = sl.Endpoints[:1]
+	s.setSlice(changed, sl.Name, sl, time.Time{})
+	s.setService(types.NamespacedName{Namespace: "ns", Name: "svc-00009"}, nil)
+	p := s.refresh(false)
+	got := p.all()
+	if want := s.refresh(true).all(); len(got) != 39 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after an incremental refresh every Service lists %d, a full refresh %d (or they differ)", len(got), len(want))
+	}
+	for _, svc := range got {
+		if svc.Name == changed.Name && len(svc.Ports[0].Endpoints) > 1 {
+			t.Fatalf("%s listed with its old endpoints %v", svc.Name, svc.Ports[0].Endpoints)
+		}
+	}
+	// Syncs that keep asking get the list patched; the first that does not drops it.
+	s.setService(types.NamespacedName{Namespace: "ns", Name: "svc-00011"}, nil)
+	if p := s.refresh(false); len(p.all()) != 38 || s.every == nil {
+		t.Fatalf("a second sync asking for every Service lists %d (kept: %v)", len(p.all()), s.every != nil)
+	}
+	s.refresh(false)
+	s.refresh(false)
+	if s.every != nil {
+		t.Fatalf("the store still keeps every Service after syncs that did without them")
 	}
 }
 
