@@ -306,7 +306,7 @@ func (a *Agent) loop(ctx context.Context) {
 			wait = min(wait, later(cleanupAt, due).Sub(now))
 		}
 		if !failing && !lastFull.IsZero() {
-			// Only then is a check due: a failing or unstarted dataplane rebuilds anyway.
+			// Only then is a check due: a failing or unstarted dataplane makes a full sync anyway.
 			wait = min(wait, lastDriftCheck.Add(a.opts.DriftCheckPeriod).Sub(now))
 		}
 		resetTimer(timer, wait)
