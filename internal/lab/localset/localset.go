@@ -108,7 +108,23 @@ func MemberName(i int) string { return fmt.Sprintf("cluster-%d", i) }
 
 // Up creates the broker and every member, their Nodes and the CRDs fleetslice uses. On failure it
 // tears down whatever it had started, so a failed Up never leaves processes behind.
-func Up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
+//
+// A control-plane component that exited during the start gets the whole ClusterSet started once
+// more: kube-controller-manager gives its API server a fixed 10 s to report healthy, and on a
+// loaded machine the API server's RBAC bootstrap can take longer, which makes it exit at start
+// through no fault of the ClusterSet.
+func Up(ctx context.Context, opts Options) (*ClusterSet, error) {
+	cs, err := up(ctx, opts)
+	if errors.Is(err, errComponentExited) && ctx.Err() == nil {
+		if opts.Log != nil {
+			fmt.Fprintf(opts.Log, "a component exited during the start, starting the ClusterSet again: %v\n", err)
+		}
+		cs, err = up(ctx, opts)
+	}
+	return cs, err
+}
+
+func up(ctx context.Context, opts Options) (cs *ClusterSet, err error) {
 	if opts.Clusters < 1 {
 		return nil, fmt.Errorf("need at least one member cluster, got %d", opts.Clusters)
 	}

@@ -1,6 +1,7 @@
 package localset
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -131,6 +132,9 @@ func TestComponentsRunningNamesTheDeadOneWithItsLog(t *testing.T) {
 	err := cs.componentsRunning()
 	if err == nil || !strings.Contains(err.Error(), "cluster-1: kwok-controller") || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("want the dead kwok-controller of cluster-1 with its log, got %v", err)
+	}
+	if !errors.Is(err, errComponentExited) {
+		t.Fatalf("a dead component must be told apart, so that Up starts the ClusterSet again: %v", err)
 	}
 }
 

@@ -158,8 +158,14 @@ func (cs *ClusterSet) componentsRunning() error {
 				name, component, pid, tail(logTail, 15)))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", errComponentExited, errors.Join(errs...))
+	}
+	return nil
 }
+
+// errComponentExited marks a control-plane component found dead after the start.
+var errComponentExited = errors.New("a control-plane component is not running")
 
 // ResidentBytes returns a process's resident set size, 0 if it cannot be read.
 func ResidentBytes(pid int) int64 {
