@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
@@ -68,17 +67,22 @@ func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
 	if err != nil {
 		return nil, err
 	}
+	dumper, err := newElementDumper(byte(table.Family))
+	if err != nil {
+		return nil, err
+	}
+	defer dumper.close()
 	for name, ks := range sets {
 		s := &setImage{def: ks.spell(), isMap: ks.flags&unix.NFT_SET_MAP != 0, dynamic: ks.dynamic()}
 		img.sets[name] = s
 		if s.dynamic {
 			continue
 		}
-		elems, err := conn.GetSetElements(&nftables.Set{Table: table, Name: name})
+		elems, err := dumper.elements(name)
 		if err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}
-		s.elems = kernelElements(elems, ks.verdict(), ks.flags&unix.NFT_SET_INTERVAL != 0)
+		s.elems = kernelElements(elems, ks.flags&unix.NFT_SET_INTERVAL != 0)
 	}
 	return img, nil
 }
@@ -109,44 +113,42 @@ func readChains(conn *nftables.Conn, table *nftables.Table, img *tableImage) err
 }
 
 // kernelElements spells a set's elements; an interval set's as the ranges they make.
-func kernelElements(elems []nftables.SetElement, verdict, interval bool) map[string]string {
+func kernelElements(elems []dumpedElement, interval bool) map[string]string {
 	out := make(map[string]string, len(elems))
 	if interval {
-		for _, r := range ranges(elems) {
+		var starts, ends [][]byte
+		for _, e := range elems {
+			if e.intervalEnd {
+				ends = append(ends, e.key)
+			} else {
+				starts = append(starts, e.key)
+			}
+		}
+		for _, r := range ranges(starts, ends) {
 			out[r] = ""
 		}
 		return out
 	}
 	for i := range elems {
 		e := &elems[i]
-		if verdict && e.VerdictData == nil {
-			e.VerdictData, e.Val = verdictFromData(e.Val), nil
-		}
-		out[string(e.Key)] = elementRest(e.Val, e.VerdictData, e.Comment)
+		out[string(e.key)] = elementRest(e.val, e.verdict, int(e.code), e.chain, e.comment)
 	}
 	return out
 }
 
-func elementRest(val []byte, v *expr.Verdict, comment string) string {
+func elementRest(val []byte, verdict bool, code int, chain, comment string) string {
 	rest := string(val) + "\x00" + comment
-	if v != nil {
-		rest += "\x00" + strconv.Itoa(int(v.Kind)) + " " + v.Chain
+	if verdict {
+		rest += "\x00" + strconv.Itoa(code) + " " + chain
 	}
 	return rest
 }
 
-// ranges spells an interval set's elements as "start-end" (end empty for a range that reaches
-// the end of the address space): each start goes up to the first end above it. nft writes an
-// end at the zero address before the first range, which starts nothing and goes.
-func ranges(elems []nftables.SetElement) []string {
-	var starts, ends [][]byte
-	for _, e := range elems {
-		if e.IntervalEnd {
-			ends = append(ends, e.Key)
-		} else {
-			starts = append(starts, e.Key)
-		}
-	}
+// ranges spells an interval set's elements, starts and ends, as "start-end" (end empty for a
+// range that reaches the end of the address space): each start goes up to the first end above
+// it. nft writes an end at the zero address before the first range, which starts nothing and
+// goes.
+func ranges(starts, ends [][]byte) []string {
 	slices.SortFunc(ends, bytes.Compare)
 	out := make([]string, 0, len(starts))
 	for _, s := range starts {
@@ -320,9 +322,17 @@ func (n netlinkSetSpeller) element(e *ruleset.Element) (string, string, error) {
 		return "", "", err
 	}
 	if n.d.Interval {
-		return ranges(enc)[0], "", nil
+		var ends [][]byte
+		if len(enc) > 1 {
+			ends = append(ends, enc[1].Key)
+		}
+		return ranges([][]byte{enc[0].Key}, ends)[0], "", nil
 	}
-	return string(enc[0].Key), elementRest(enc[0].Val, enc[0].VerdictData, e.Comment), nil
+	v := enc[0].VerdictData
+	if v == nil {
+		return string(enc[0].Key), elementRest(enc[0].Val, false, 0, "", e.Comment), nil
+	}
+	return string(enc[0].Key), elementRest(nil, true, int(v.Kind), v.Chain, e.Comment), nil
 }
 
 func (n netlinkSetSpeller) values(key string) ([]ruleset.Value, error) {
