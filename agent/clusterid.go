@@ -147,10 +147,16 @@ func (a *Agent) applyClusterIdentity() ClusterIdentity {
 	a.identity, a.identityLogged = id, true
 	note := a.propertyNote
 	a.mu.Unlock()
-	a.store.setCluster(id.ID)
-	if !changed {
-		return id
+	if changed {
+		// Logged before the store converts under the new id: whoever sees the new endpoints
+		// also finds the line that explains them.
+		a.logClusterIdentity(id, note)
 	}
+	a.store.setCluster(id.ID)
+	return id
+}
+
+func (a *Agent) logClusterIdentity(id ClusterIdentity, note string) {
 	if id.Warning != "" {
 		a.log.Info("cluster id: "+id.Warning, "clusterID", id.ID, "source", id.Source)
 	}
@@ -163,7 +169,6 @@ func (a *Agent) applyClusterIdentity() ClusterIdentity {
 		a.log.Info("no cluster id (no ClusterProperty "+clusterid.PropertyName+" and no --cluster-id): imports of PreferSameCluster Services spread over every cluster",
 			"source", id.Source, "note", note)
 	}
-	return id
 }
 
 // ClusterIdentity returns the cluster id the agent follows now, and where it came from.
