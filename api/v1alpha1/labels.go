@@ -22,3 +22,9 @@ const AnnotationTrafficDistribution = "fleetslice.io/traffic-distribution"
 // PreferSameCluster asks that clients be served by endpoints of their own cluster as long as
 // those are not overloaded beyond the topology overload threshold.
 const PreferSameCluster = "PreferSameCluster"
+
+// AnnotationPublishingSince on a member's broker Lease says that the member is still publishing
+// the exports it had when it started (the value is when it started, RFC 3339). Peers hold back
+// new imports until it is gone, for a bounded time, so that each import is created once with
+// every exporting cluster rather than rewritten as each one's record arrives.
+const AnnotationPublishingSince = "fleetslice.io/publishing-exports-since"

@@ -48,6 +48,8 @@ type exportReconciler struct {
 	recorder        events.EventRecorder
 	leaving         *atomic.Bool
 	writeTimeout    time.Duration
+	// first, when set, counts down the exports of this member's first publication.
+	first *firstExports
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports,verbs=get;list;watch
@@ -61,6 +63,9 @@ func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// Our cache is behind a write; the newer object's event is on its way.
 		return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
+	}
+	if err == nil && r.first != nil {
+		r.first.reconciled(req.NamespacedName)
 	}
 	return res, err
 }

@@ -45,6 +45,9 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 	if in.Import, err = getOptional(ctx, r.local, key, &mcsv1beta1.ServiceImport{}); err != nil {
 		return in, err
 	}
+	if in.Import == nil {
+		in.Publishing = r.members.Publishing()
+	}
 	derivedKey := types.NamespacedName{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}
 	if in.Derived, err = getOptional(ctx, r.local, derivedKey, &corev1.Service{}); err != nil {
 		return in, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type leaseRenewer struct {
 	// demand, when set, returns the annotations that publish this member's Node CPU (see
 	// demand.go); they ride on the renewal, which is written anyway.
 	demand func(ctx context.Context) map[string]string
+	// first, when set, is announced on the Lease while this member publishes the exports it
+	// started with; the renewer renews at once when that ends, so peers wait no longer.
+	first *firstExports
 }
 
 // NeedLeaderElection keeps a standby replica from renewing (and leaving) for the active one.
@@ -43,6 +47,10 @@ func (r *leaseRenewer) NeedLeaderElection() bool { return true }
 func (r *leaseRenewer) Start(ctx context.Context) error {
 	ticker := time.NewTicker(r.interval)
 	defer ticker.Stop()
+	var firstDone <-chan struct{}
+	if r.first != nil {
+		firstDone = r.first.finished
+	}
 	failing := false
 	for {
 		err := r.renewCounted(ctx)
@@ -72,6 +80,8 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 			r.handOver(ctx)
 			return nil
 		case <-ticker.C:
+		case <-firstDone:
+			firstDone = nil
 		}
 	}
 }
@@ -113,7 +123,7 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 				Namespace:   r.namespace,
 				Name:        liveness.LeaseName(r.self),
 				Labels:      map[string]string{v1alpha1.LabelSourceCluster: r.self},
-				Annotations: r.demandAnnotations(ctx, nil),
+				Annotations: r.announce(r.demandAnnotations(ctx, nil)),
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(r.self),
@@ -132,7 +142,7 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 		lease.Labels = map[string]string{}
 	}
 	lease.Labels[v1alpha1.LabelSourceCluster] = r.self
-	lease.Annotations = r.demandAnnotations(ctx, lease.Annotations)
+	lease.Annotations = r.announce(r.demandAnnotations(ctx, lease.Annotations))
 	lease.Spec.HolderIdentity = ptr.To(r.self)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(r.duration / time.Second))
 	lease.Spec.RenewTime = &now
@@ -174,4 +184,26 @@ func Leave(ctx context.Context, brokerClient client.Client, namespace, cluster s
 	brokerWrites.WithLabelValues("lease", "delete", result(err)).Inc()
 	errs = append(errs, err)
 	return errors.Join(errs...)
+}
+
+// announce sets or removes the first publication's announcement on a Lease's annotations.
+func (r *leaseRenewer) announce(annotations map[string]string) map[string]string {
+	value := ""
+	if r.first != nil {
+		value = r.first.announcement()
+	}
+	if value == "" {
+		if _, ok := annotations[v1alpha1.AnnotationPublishingSince]; !ok {
+			return annotations
+		}
+		annotations = maps.Clone(annotations)
+		delete(annotations, v1alpha1.AnnotationPublishingSince)
+		return annotations
+	}
+	annotations = maps.Clone(annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[v1alpha1.AnnotationPublishingSince] = value
+	return annotations
 }

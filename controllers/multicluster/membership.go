@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,9 +32,13 @@ type membership struct {
 	reader          client.Reader // the broker cache
 	// withdraw, when set, removes a lost cluster's imported slices at once.
 	withdraw func(ctx context.Context, cluster string) error
+	// initialWait bounds how long new imports wait for a member's first publication
+	// (Options.InitialExportsWait); 0 waits for none.
+	initialWait time.Duration
 
 	mu          sync.RWMutex
 	verdict     liveness.Verdict
+	starts      liveness.Starts
 	subscribers []chan event.GenericEvent
 }
 
@@ -54,6 +59,14 @@ func (m *membership) IsLive(cluster string) bool {
 	return m.verdict.IsLive(cluster)
 }
 
+// Publishing returns the live members, this one included, whose first publication new
+// imports wait for.
+func (m *membership) Publishing() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.starts.Waiting(m.verdict, time.Now(), m.initialWait)
+}
+
 // subscribe returns a channel on which the clusters whose liveness flipped are announced, as
 // GenericEvents carrying a Lease stub labelled with the cluster (unlabelled: every cluster).
 func (m *membership) subscribe() chan event.GenericEvent {
@@ -72,23 +85,42 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 	leases := make([]liveness.Lease, 0, len(list.Items))
+	announced := map[string]string{}
 	for i := range list.Items {
 		if l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration); ok {
 			leases = append(leases, l)
+			announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
 		}
 	}
+	now := time.Now()
 	m.mu.Lock()
 	next := liveness.Judge(m.self, leases, m.verdict)
 	change := liveness.Diff(m.verdict, next)
-	m.verdict = next
+	starts := liveness.ObserveStarts(m.starts, announced, now)
+	waitedBefore := m.starts.Waiting(m.verdict, now, m.initialWait)
+	waiting := starts.Waiting(next, now, m.initialWait)
+	deadline := starts.NextDeadline(next, now, m.initialWait)
+	m.verdict, m.starts = next, starts
 	subscribers := m.subscribers
 	m.mu.Unlock()
+
+	var result reconcile.Result
+	if !deadline.IsZero() {
+		// The wait ends on this member's clock, not with a Lease event: look again then.
+		result.RequeueAfter = deadline.Sub(now)
+	}
+	if finished := finishedStarts(waitedBefore, waiting); len(finished) > 0 {
+		logger.Info("members published their first exports, or were waited for long enough; imports held back for them go ahead",
+			"clusters", finished, "stillWaitingFor", waiting)
+		// The imports held back are not known here, and may be of any Service.
+		change.Everyone = true
+	}
 
 	for cluster, live := range next.Live {
 		clusterLive.WithLabelValues(m.self, cluster).Set(boolGauge(live))
 	}
 	if change.Empty() {
-		return reconcile.Result{}, nil
+		return result, nil
 	}
 	for _, cluster := range change.Clusters {
 		state := "lost"
@@ -123,7 +155,18 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 	}
-	return reconcile.Result{}, nil
+	return result, nil
+}
+
+// finishedStarts returns the clusters waited for before and not any more.
+func finishedStarts(before, now []string) []string {
+	var out []string
+	for _, c := range before {
+		if !slices.Contains(now, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func boolGauge(b bool) float64 {

@@ -46,6 +46,10 @@ const (
 	// kubeconfig file, and at the clock).
 	DefaultCredentialsWarning       = 30 * 24 * time.Hour
 	DefaultCredentialsCheckInterval = time.Minute
+	// DefaultInitialExportsWait bounds how long new imports wait for members still publishing
+	// the exports they started with: about what a member with 10,000 exports takes to publish
+	// them at the default broker QPS.
+	DefaultInitialExportsWait = 2 * time.Minute
 )
 
 // Options configure the multi-cluster controllers of one member.
@@ -96,6 +100,11 @@ type Options struct {
 	// for a renewed token and the expiry judged; default a minute.
 	CredentialsWarning       time.Duration
 	CredentialsCheckInterval time.Duration
+	// InitialExportsWait bounds how long new imports wait, when members start, for every live
+	// member to publish the exports it had at start, so that each import is created once with
+	// all its exporting clusters. This member announces its own first publication for as long.
+	// 0 waits for nothing and announces nothing; default DefaultInitialExportsWait.
+	InitialExportsWait time.Duration
 }
 
 // DefaultOptions returns the options every flag defaults to, without a broker.
@@ -112,6 +121,7 @@ func DefaultOptions() Options {
 		ClusterSelection:         locality.SelectionBounded,
 		CredentialsWarning:       DefaultCredentialsWarning,
 		CredentialsCheckInterval: DefaultCredentialsCheckInterval,
+		InitialExportsWait:       DefaultInitialExportsWait,
 	}
 }
 
@@ -140,6 +150,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"warn (a Warning event on the ClusterProperty clusterset.k8s.io) this long before the broker credentials expire")
 	fs.DurationVar(&o.CredentialsCheckInterval, "broker-credentials-check-interval", o.CredentialsCheckInterval,
 		"how often the broker kubeconfig is re-read for a renewed token and its expiry judged")
+	fs.DurationVar(&o.InitialExportsWait, "initial-exports-wait", o.InitialExportsWait,
+		"how long new imports wait for members that are still publishing the exports they started with, so that each is created once with all its exporters (0: no wait)")
 	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", o.MaxConcurrentReconciles,
 		"workers of each multi-cluster controller")
 	fs.Func("cluster-selection", fmt.Sprintf("how Services with cluster selectors (annotation %s, KEP-5939) follow their tiers: "+
@@ -197,6 +209,9 @@ func (o Options) Validate() error {
 	}
 	if o.CredentialsWarning < 0 || o.CredentialsCheckInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker credentials warning %s and check interval %s must not be negative", o.CredentialsWarning, o.CredentialsCheckInterval))
+	}
+	if o.InitialExportsWait < 0 {
+		errs = append(errs, fmt.Errorf("initial exports wait %s must not be negative", o.InitialExportsWait))
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		errs = append(errs, fmt.Errorf("max concurrent reconciles %d must be at least 1", o.MaxConcurrentReconciles))

@@ -63,12 +63,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	w.members = newMembership(self, opts.BrokerNamespace, opts.LeaseDuration, w.broker.GetClient())
 	w.members.withdraw = withdrawer{reader: mgr.GetClient(), writer: mgr.GetClient()}.withdraw
+	w.members.initialWait = opts.InitialExportsWait
+	w.first = newFirstExports(mgr.GetClient(), opts.InitialExportsWait, w.log.WithName("first-exports"))
+	if err := mgr.Add(w.first); err != nil {
+		return err
+	}
 	if err := mgr.Add(&leaseRenewer{
 		reader: direct, writer: direct,
 		namespace: opts.BrokerNamespace, self: self,
 		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
 		leaveOnShutdown: opts.LeaveOnShutdown, leaving: w.leaving,
-		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient(), mgr.GetAPIReader()),
+		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient(), mgr.GetAPIReader()), first: w.first,
 	}); err != nil {
 		return err
 	}
@@ -91,6 +96,7 @@ type wiring struct {
 	recorder events.EventRecorder
 	broker   cluster.Cluster
 	members  *membership
+	first    *firstExports
 	leaving  *atomic.Bool
 }
 
@@ -177,6 +183,7 @@ func (w *wiring) addExports() error {
 	exports := &exportReconciler{
 		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
 		self: w.self, members: w.members, recorder: w.recorder, leaving: w.leaving, writeTimeout: w.opts.BrokerWriteTimeout,
+		first: w.first,
 	}
 	brokerCache := w.broker.GetCache()
 	err := ctrl.NewControllerManagedBy(w.mgr).

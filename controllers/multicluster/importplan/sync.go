@@ -3,6 +3,7 @@ package importplan
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -40,6 +41,9 @@ type Input struct {
 	// Members are the live members with the CPU their Leases publish (Ready left empty).
 	Members  []locality.Member
 	Locality locality.Options
+	// Publishing are the live members, this one included, still publishing the exports they
+	// had at start (liveness.Starts); read only when the ServiceImport does not exist yet.
+	Publishing []string
 	// Selection is how cluster selectors' tiers are followed; Self is this member's id, whose
 	// selector results the ServiceImport carries.
 	Selection locality.Selection
@@ -108,6 +112,10 @@ func Plan(in Input) Sync {
 		return Sync{Skip: "the namespace is being deleted"}
 	case in.Import != nil && in.Import.DeletionTimestamp != nil:
 		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
+	case in.Import == nil && len(in.Publishing) > 0:
+		// Created now, the import would be written again as each further exporter's record
+		// arrives; the membership controller enqueues it again once the wait is over.
+		return Sync{Skip: "waiting for " + strings.Join(in.Publishing, ", ") + " to publish the exports they started with"}
 	}
 	merged := mergeLive(in.Records, in.Live)
 	s := Sync{merged: merged, records: in.Records, selection: planSelection(in, merged)}

@@ -152,12 +152,25 @@ func TestPlanSkips(t *testing.T) {
 		"ServiceImport": func(in *Input) {
 			in.Import = &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptr.To(metav1.Now())}}
 		},
+		// A new import waits for members still publishing the exports they started with.
+		"waiting for b, c": func(in *Input) { in.Publishing = []string{"b", "c"} },
 	} {
 		in := input()
 		mutate(&in)
 		if plan := Plan(in); !strings.Contains(plan.Skip, name) || plan.CreateImport != nil || !plan.Slices.Empty() {
 			t.Errorf("%s: plan %+v, want a skip that names it", name, plan)
 		}
+	}
+}
+
+// Members still publishing hold back only imports that do not exist yet: an existing one
+// follows every change at once.
+func TestPlanOnlyNewImportsWaitForPublishingMembers(t *testing.T) {
+	in := converged(t, input())
+	in.Publishing = []string{"b"}
+	in.Live = map[string]bool{"a": true}
+	if plan := Plan(in); plan.Skip != "" || len(plan.Slices.Delete) != 1 {
+		t.Fatalf("an existing import waited: skip %q, slice deletes %d", plan.Skip, len(plan.Slices.Delete))
 	}
 }
 

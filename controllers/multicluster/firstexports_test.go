@@ -1,0 +1,100 @@
+package multicluster
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
+)
+
+func exportsClient(t *testing.T, names ...string) client.Client {
+	t.Helper()
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mcsv1beta1.Install(s); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s)
+	for _, n := range names {
+		b = b.WithObjects(&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: n}})
+	}
+	return b.Build()
+}
+
+// The announcement stays until every export that existed at start was reconciled once, whether
+// before or after the list was read; the renewer then renews at once without it.
+func TestFirstPublicationEndsWhenEveryStartingExportWasReconciled(t *testing.T) {
+	c := exportsClient(t, "web", "db")
+	f := newFirstExports(c, time.Hour, logr.Discard())
+	r := &leaseRenewer{reader: c, writer: c, namespace: "broker", self: "a",
+		duration: 30 * time.Second, interval: time.Hour, writeTimeout: 5 * time.Second,
+		leaving: &atomic.Bool{}, log: logr.Discard(), first: f}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "web"}) // before the list
+	go func() { _ = f.Start(ctx) }()
+	go func() { _ = r.Start(ctx) }()
+
+	key := client.ObjectKey{Namespace: "broker", Name: liveness.LeaseName("a")}
+	announced := func(want bool) wait.ConditionWithContextFunc {
+		return func(ctx context.Context) (bool, error) {
+			lease := &coordinationv1.Lease{}
+			if err := c.Get(ctx, key, lease); err != nil {
+				return false, nil
+			}
+			return (liveness.PublishingSince(lease) != "") == want, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, announced(true)); err != nil {
+		t.Fatalf("the Lease never announced the first publication: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // the list is read
+	if f.isDone() {
+		t.Fatal("done with db not reconciled")
+	}
+	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "db"})
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, announced(false)); err != nil {
+		t.Fatalf("the announcement stayed after the last export was reconciled (the renewer renews hourly here): %v", err)
+	}
+}
+
+func TestFirstPublicationGivesUpAfterTheBound(t *testing.T) {
+	f := newFirstExports(exportsClient(t, "web"), 300*time.Millisecond, logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _ = f.Start(ctx) }()
+	select {
+	case <-f.finished:
+	case <-ctx.Done():
+		t.Fatal("the first publication never ended with an export never reconciled")
+	}
+	if f.announcement() != "" {
+		t.Fatal("still announced after the bound")
+	}
+}
+
+func TestNoWaitAnnouncesNothing(t *testing.T) {
+	f := newFirstExports(exportsClient(t, "web"), 0, logr.Discard())
+	r := &leaseRenewer{first: f}
+	if got := r.announce(map[string]string{"x": "y"}); got[v1alpha1.AnnotationPublishingSince] != "" || got["x"] != "y" {
+		t.Fatalf("annotations %v", got)
+	}
+	stale := map[string]string{v1alpha1.AnnotationPublishingSince: "2026-12-05T00:00:00Z"}
+	if got := r.announce(stale); len(got) != 0 || len(stale) != 1 {
+		t.Fatalf("annotations %v (input %v): the old announcement must go, the input stay", got, stale)
+	}
+}
