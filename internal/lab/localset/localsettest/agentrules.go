@@ -1,8 +1,13 @@
 package localsettest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,4 +111,93 @@ func SetPodReady(ctx context.Context, c client.Client, ns, name string, ready bo
 		}
 	}
 	return fmt.Errorf("setting pod %s/%s ready=%t: %w", ns, name, ready, last)
+}
+
+// KernelEndpointShares reads what a real agent programmed into the kernel of a Node's network
+// namespace (nodeNetns, under /run/netns) and returns each endpoint address's share of the new
+// TCP connections to ip:port, a cluster or ClusterSet IP: the elements of the shared
+// cluster-endpoints-tcp map under that address and port, through which the agent's pick chain
+// spreads new connections evenly (an endpoint of weight w fills w elements). It is the kernel's
+// counterpart of EndpointShares, read with `nft -j`; an error says the agent has not written the
+// map yet or nft is missing, and an empty map that the port has no endpoints.
+func KernelEndpointShares(ctx context.Context, nodeNetns, ip string, port int) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", nodeNetns,
+		"nft", "-j", "list", "map", "ip", "fleetslice", "cluster-endpoints-tcp").Output()
+	if err != nil {
+		var stderr []byte
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+			stderr = exit.Stderr
+		}
+		return nil, fmt.Errorf("listing the agent's cluster-endpoints-tcp map in %s: %w: %s", nodeNetns, err, bytes.TrimSpace(stderr))
+	}
+	var listing struct {
+		Nftables []struct {
+			Map *struct {
+				Elem []json.RawMessage `json:"elem"`
+			} `json:"map"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(out, &listing); err != nil {
+		return nil, fmt.Errorf("reading nft's listing of %s: %w", nodeNetns, err)
+	}
+	counts := map[string]int{}
+	total := 0
+	for _, item := range listing.Nftables {
+		if item.Map == nil {
+			continue
+		}
+		for _, raw := range item.Map.Elem {
+			key, value, err := mapElement(raw)
+			if err != nil {
+				return nil, fmt.Errorf("an element of %s's cluster-endpoints-tcp map: %w", nodeNetns, err)
+			}
+			if len(key) != 3 || fmt.Sprint(key[0]) != ip || fmt.Sprint(key[1]) != strconv.Itoa(port) {
+				continue
+			}
+			if len(value) != 2 {
+				return nil, fmt.Errorf("element %s of %s's cluster-endpoints-tcp map has no address . port value", raw, nodeNetns)
+			}
+			counts[fmt.Sprint(value[0])]++
+			total++
+		}
+	}
+	shares := map[string]float64{}
+	for addr, c := range counts {
+		shares[addr] = float64(c) / float64(total)
+	}
+	return shares, nil
+}
+
+// mapElement splits an element of an nft JSON map listing, [key, value], into the parts of
+// its concatenated key and value. A key with options (a comment, a timeout) comes as
+// {"elem": {"val": key, ...}}.
+func mapElement(raw json.RawMessage) (key, value []any, err error) {
+	var pair []json.RawMessage
+	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
+		return nil, nil, fmt.Errorf("%s is not a [key, value] pair", raw)
+	}
+	concat := func(raw json.RawMessage) ([]any, error) {
+		var v struct {
+			Concat []any `json:"concat"`
+			Elem   *struct {
+				Val struct {
+					Concat []any `json:"concat"`
+				} `json:"val"`
+			} `json:"elem"`
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("%s is not a concatenation", raw)
+		}
+		if v.Elem != nil {
+			return v.Elem.Val.Concat, nil
+		}
+		return v.Concat, nil
+	}
+	if key, err = concat(pair[0]); err != nil {
+		return nil, nil, err
+	}
+	value, err = concat(pair[1])
+	return key, value, err
 }
