@@ -112,6 +112,7 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 		return fmt.Errorf("at most %d nodes per cluster (each gets a /23 of 10.<cluster>.0.0/16), got %d", maxNodesPerCluster, opts.NodesPerCluster)
 	}
 	member := slices.Index(cs.Members, name) + 1
+	nodes := make([]string, 0, opts.NodesPerCluster)
 	for i := range opts.NodesPerCluster {
 		zone := opts.Zones[i%len(opts.Zones)]
 		sized := zone
@@ -120,8 +121,9 @@ func prepareMember(ctx context.Context, cs *ClusterSet, name string, opts Option
 		if err := c.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
+		nodes = append(nodes, node.Name)
 	}
-	return nil
+	return warmIPPools(ctx, c, nodes)
 }
 
 // prepareBroker installs the ClusterSet's namespace, RBAC and admission policy in the broker and
