@@ -78,7 +78,7 @@ func TestPlanCapsTenThousandEndpointsWithAHundredPorts(t *testing.T) {
 			opts := DefaultOptions()
 			opts.MaxEndpointsPerSlice = tc.perSlice
 			mode, _ := hints.ModeOf(svc)
-			in := syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), mode: mode, zones: hints.ZonesFor(mode, nodes)}
+			in := syncInput{svc: svc, desired: endpoints.Build(svc, endpoints.PodsOf(pods), nodes), mode: mode, zones: hints.ZonesFor(mode, nodes)}
 			plan, err := planSync(in, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -136,7 +136,7 @@ func TestPlanFollowsTheServiceFamilies(t *testing.T) {
 	plan := func(svc *corev1.Service, existing []*discoveryv1.EndpointSlice) *syncPlan {
 		t.Helper()
 		mode, _ := hints.ModeOf(svc)
-		p, err := planSync(syncInput{svc: svc, desired: endpoints.Build(svc, pods, nodes), existing: existing, mode: mode, zones: hints.ZonesFor(mode, nodes)}, opts)
+		p, err := planSync(syncInput{svc: svc, desired: endpoints.Build(svc, endpoints.PodsOf(pods), nodes), existing: existing, mode: mode, zones: hints.ZonesFor(mode, nodes)}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,12 +31,13 @@ func FieldIndexes() []FieldIndex {
 			}
 			return nil
 		}},
+		// On the Pod informer itself in the manager (SetupWithManager), where it indexes CachedPods.
 		{Object: &corev1.Pod{}, Field: podNodeIndex, Extract: func(o client.Object) []string {
-			pod, ok := o.(*corev1.Pod)
-			if !ok || pod.Spec.NodeName == "" {
+			pod := cachedPodOf(o)
+			if pod == nil || pod.NodeName == "" {
 				return nil
 			}
-			return []string{pod.Spec.NodeName}
+			return []string{pod.NodeName}
 		}},
 		{Object: &corev1.Service{}, Field: serviceModeIndex, Extract: func(o client.Object) []string {
 			svc, ok := o.(*corev1.Service)

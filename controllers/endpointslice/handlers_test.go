@@ -178,7 +178,7 @@ func TestPodChangeMatters(t *testing.T) {
 		{"changed after it finished", succeeded, finished, false},
 		{"nothing at all", nil, nil, false},
 	} {
-		if got := PodChangeMatters(tc.old, tc.new); got != tc.want {
+		if got := PodChangeMatters(CachePod(tc.old), CachePod(tc.new)); got != tc.want {
 			t.Errorf("%s: PodChangeMatters = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -2,15 +2,21 @@ package endpointslice
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
@@ -55,6 +61,9 @@ func fuzzPod(b *fuzzBytes, i int) *corev1.Pod {
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: int32(b.next())}},
 			HostIP:            "192.0.2.1",
 		},
+	}
+	if f&8 != 0 {
+		p.Labels[b.pick("tier", "app.kubernetes.io/name", "z")] = b.pick("", "front", "web")
 	}
 	if f&1 != 0 {
 		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = ptr.To(metav1.NewTime(time.Unix(9000, 0))), ptr.To[int64](30)
@@ -166,11 +175,144 @@ func trimAll[T any](t *testing.T, trim func(any) (any, error), in []T) []T {
 	return out
 }
 
-// FuzzTrimKeepsEveryDecision: the manager decides the same from trimmed Pods and Nodes as from
-// whole ones: every Service's endpoints (endpoints.Build, for named and numbered target ports,
-// sidecar ports, headless, dual-stack and publishNotReadyAddresses Services), their trigger
-// time, whether a Pod change or a Node change matters, the Pod's node index, the zones' CPU
-// shares and the CPU a member publishes. Trimming twice changes nothing.
+// wholePodResult is what endpoints.Build makes of one Pod, read straight off the whole Pod: the
+// fuzz test's reference for what the cached form (CachedPod, endpoints.PodOf) must keep.
+func wholePodResult(svc *corev1.Service, pod *corev1.Pod, nodes map[string]*corev1.Node) endpoints.Result {
+	res := endpoints.Result{Sets: []endpoints.Set{}}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
+		(pod.Status.PodIP == "" && len(pod.Status.PodIPs) == 0) {
+		return res
+	}
+	node := nodes[pod.Spec.NodeName]
+	if node == nil && !svc.Spec.PublishNotReadyAddresses {
+		res.PodsOnUnknownNodes = []string{pod.Namespace + "/" + pod.Name}
+		return res
+	}
+	ports := []discoveryv1.EndpointPort{}
+	for _, sp := range svc.Spec.Ports {
+		if number, ok := wholePodPort(pod, sp); ok {
+			ports = append(ports, discoveryv1.EndpointPort{Name: ptr.To(sp.Name), Port: ptr.To(number), Protocol: ptr.To(sp.Protocol), AppProtocol: sp.AppProtocol})
+		}
+	}
+	ports = endpoints.SortPorts(ports)
+	serving := false
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			serving = c.Status == corev1.ConditionTrue
+			break
+		}
+	}
+	terminating := pod.DeletionTimestamp != nil
+	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
+	for _, family := range endpoints.AddressTypes(svc) {
+		var addresses []string
+		for _, ip := range pod.Status.PodIPs {
+			parsed := utilnet.ParseIPSloppy(ip.IP)
+			if parsed != nil && utilnet.IsIPv6(parsed) == (family == discoveryv1.AddressTypeIPv6) {
+				addresses = append(addresses, parsed.String())
+			}
+		}
+		if len(addresses) == 0 {
+			continue
+		}
+		ep := discoveryv1.Endpoint{Addresses: addresses,
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(serving), Terminating: ptr.To(terminating)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
+		if pod.Spec.NodeName != "" {
+			ep.NodeName = ptr.To(pod.Spec.NodeName)
+		}
+		if zone := nodeZone(node); zone != "" {
+			ep.Zone = ptr.To(zone)
+		}
+		if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Name && pod.Namespace == svc.Namespace {
+			ep.Hostname = ptr.To(pod.Spec.Hostname)
+		}
+		res.Sets = append(res.Sets, endpoints.Set{Key: endpoints.KeyOf(family, ports), AddressType: family, Ports: ports,
+			Endpoints: []discoveryv1.Endpoint{ep}})
+	}
+	slices.SortFunc(res.Sets, func(a, b endpoints.Set) int { return strings.Compare(a.Key, b.Key) })
+	return res
+}
+
+func nodeZone(node *corev1.Node) string {
+	if node == nil {
+		return ""
+	}
+	return node.Labels[corev1.LabelTopologyZone]
+}
+
+// wholePodPort is the number a Service port's target resolves to on the whole Pod: a number as
+// it is, a name by the first container port of that name and protocol, then the first of a
+// sidecar's (an init container that keeps running).
+func wholePodPort(pod *corev1.Pod, sp corev1.ServicePort) (int32, bool) {
+	if sp.TargetPort.Type == intstr.Int {
+		return sp.TargetPort.IntVal, true
+	}
+	var containers []corev1.Container
+	containers = append(containers, pod.Spec.Containers...)
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			containers = append(containers, c)
+		}
+	}
+	for _, c := range containers {
+		for _, cp := range c.Ports {
+			if cp.Name == sp.TargetPort.StrVal && cp.Protocol == sp.Protocol {
+				return cp.ContainerPort, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// wholePodTriggers is each Pod's trigger time read off the whole Pod: its Ready condition's
+// last transition, when it has one.
+func wholePodTriggers(pods []*corev1.Pod) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				if !c.LastTransitionTime.IsZero() {
+					out[p.Name] = c.LastTransitionTime.Time
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// cachedPods returns what the manager's cache keeps of pods (CompactPod), checking that the
+// transform is idempotent and keeps the metadata the informer reads.
+func cachedPods(t *testing.T, pods []*corev1.Pod) []*CachedPod {
+	t.Helper()
+	out := make([]*CachedPod, len(pods))
+	for i, p := range pods {
+		obj, err := CompactPod(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := obj.(*CachedPod)
+		if again, _ := CompactPod(c); again != obj {
+			t.Fatalf("CompactPod changed a CachedPod")
+		}
+		if c.GetNamespace() != p.Namespace || c.GetName() != p.Name || c.GetUID() != p.UID ||
+			c.GetResourceVersion() != p.ResourceVersion || !maps.Equal(c.GetLabels(), p.Labels) ||
+			!reflect.DeepEqual(c.GetDeletionTimestamp(), p.DeletionTimestamp) {
+			t.Fatalf("the cached Pod's metadata differs: %+v", c)
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// FuzzTrimKeepsEveryDecision: the manager decides the same from what its cache keeps, CachedPods
+// and trimmed Nodes, as from whole objects: every Service's endpoints (endpoints.Build, for named
+// and numbered target ports, sidecar ports, headless, dual-stack and publishNotReadyAddresses
+// Services) against a reference read off each whole Pod, their trigger times, whether a Pod is
+// worth a sync on creation, the Pod's node index, the zones' CPU shares and the CPU a member
+// publishes, whether a Node change matters and which selectors match the Pod. A Pod update that PodChangeMatters skips changes
+// no Service's endpoints and no selection. Transforming twice changes nothing.
 func FuzzTrimKeepsEveryDecision(f *testing.F) {
 	f.Add([]byte{0x03, 1, 1, 2, 1, 1, 0, 1, 0x12, 0x51, 1, 0x17, 0xff, 0x33, 2, 0x10})
 	f.Add([]byte{0x1e, 3, 0x42, 0x11, 1, 2, 2, 7, 0x81, 2, 3, 0x33, 0x02, 0x05, 0x44, 0x91, 0xa3})
@@ -183,33 +325,80 @@ func FuzzTrimKeepsEveryDecision(f *testing.F) {
 		}
 		nodeList := []*corev1.Node{fuzzNode(&b, "node-a"), fuzzNode(&b, "node-b")}
 		services := fuzzServices(&b)
-		trimmedPods := trimAll(t, TrimPod, pods)
+		cached := cachedPods(t, pods)
+		views := make([]*endpoints.Pod, len(cached))
+		for i, c := range cached {
+			views[i] = &c.Pod
+		}
 		trimmedNodes := trimAll(t, TrimNode, nodeList)
 		nodes := map[string]*corev1.Node{"node-a": nodeList[0], "node-b": nodeList[1]}
 		trimmedNodeMap := map[string]*corev1.Node{"node-a": trimmedNodes[0], "node-b": trimmedNodes[1]}
 		for _, svc := range services {
-			if got, want := endpoints.Build(svc, trimmedPods, trimmedNodeMap), endpoints.Build(svc, pods, nodes); !reflect.DeepEqual(got, want) {
-				t.Fatalf("Service %s: trimmed objects build\n%+v\nwhole ones\n%+v", svc.Name, got, want)
+			for i, p := range pods {
+				if got, want := endpoints.Build(svc, views[i:i+1], trimmedNodeMap), wholePodResult(svc, p, nodes); !reflect.DeepEqual(got, want) {
+					t.Fatalf("Service %s, Pod %d: the cached Pod builds\n%+v\nthe whole one\n%+v", svc.Name, i, got, want)
+				}
+			}
+			if got, want := endpoints.Build(svc, views, trimmedNodeMap), endpoints.Build(svc, endpoints.PodsOf(pods), nodes); !reflect.DeepEqual(got, want) {
+				t.Fatalf("Service %s: cached objects build\n%+v\nwhole ones\n%+v", svc.Name, got, want)
 			}
 			prev := &endpoints.TriggerState{Pods: map[string]time.Time{"web-0": time.Unix(500, 0)}, Service: time.Unix(3, 0)}
 			for _, p := range []*endpoints.TriggerState{nil, prev} {
-				gotT, gotS := endpoints.LastChangeTriggerTime(p, svc, trimmedPods)
-				wantT, wantS := endpoints.LastChangeTriggerTime(p, svc, pods)
+				gotT, gotS := endpoints.LastChangeTriggerTime(p, svc, views)
+				wantT, wantS := endpoints.LastChangeTriggerTime(p, svc, endpoints.PodsOf(pods))
 				if !gotT.Equal(wantT) || !reflect.DeepEqual(gotS, wantS) {
 					t.Fatalf("trigger time %v %v, want %v %v", gotT, gotS, wantT, wantS)
 				}
-			}
-		}
-		podIndex := FieldIndexes()[1].Extract
-		for i := range pods {
-			for j := range pods {
-				if PodChangeMatters(trimmedPods[i], trimmedPods[j]) != PodChangeMatters(pods[i], pods[j]) {
-					t.Fatalf("whether Pod %d becoming Pod %d matters differs", i, j)
+				if want := wholePodTriggers(pods); !maps.EqualFunc(gotS.Pods, want, time.Time.Equal) {
+					t.Fatalf("the Pods' trigger times %v, want %v", gotS.Pods, want)
 				}
 			}
-			if PodChangeMatters(nil, trimmedPods[i]) != PodChangeMatters(nil, pods[i]) ||
-				!reflect.DeepEqual(podIndex(trimmedPods[i]), podIndex(pods[i])) {
-				t.Fatalf("Pod %d: creation or node index differs", i)
+		}
+		selectors := []labels.Selector{labels.Everything(), labels.Nothing()}
+		for _, svc := range services {
+			selectors = append(selectors, labels.SelectorFromSet(svc.Spec.Selector))
+		}
+		for _, expr := range []string{"app in (web, api), tier notin (front)", "!z", "app.kubernetes.io/name", "z=", "tier!=web"} {
+			sel, err := labels.Parse(expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			selectors = append(selectors, sel)
+		}
+		podIndex := FieldIndexes()[1].Extract
+		for i, p := range pods {
+			for _, sel := range selectors {
+				if sel.Matches(cached[i].Labels()) != sel.Matches(labels.Set(p.Labels)) {
+					t.Fatalf("Pod %d: selector %q matches the cached labels %v otherwise than %v", i, sel, cached[i].GetLabels(), p.Labels)
+				}
+			}
+			candidate := p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed &&
+				(p.Status.PodIP != "" || len(p.Status.PodIPs) > 0)
+			if PodChangeMatters(nil, cached[i]) != candidate || PodChangeMatters(cached[i], nil) != candidate ||
+				!reflect.DeepEqual(podIndex(cached[i]), podIndex(p)) {
+				t.Fatalf("Pod %d: creation, deletion or node index differs", i)
+			}
+			// Every other Pod as an update of this one: when the update does not matter, no
+			// Service's endpoints or selection of the Pod may differ.
+			for j := range pods {
+				updated := pods[j].DeepCopy()
+				updated.ObjectMeta = *p.ObjectMeta.DeepCopy()
+				updated.Labels = pods[j].Labels
+				updated.DeletionTimestamp = pods[j].DeletionTimestamp
+				after := cachedPods(t, []*corev1.Pod{updated})[0]
+				if PodChangeMatters(cached[i], after) {
+					continue
+				}
+				// A Pod that is no endpoint before or after is in no Service's slices, whatever
+				// its labels.
+				if (cached[i].Candidate || after.Candidate) && !maps.Equal(p.Labels, updated.Labels) {
+					t.Fatalf("Pod %d relabelled as Pod %d does not matter", i, j)
+				}
+				for _, svc := range services {
+					if !reflect.DeepEqual(wholePodResult(svc, p, nodes), wholePodResult(svc, updated, nodes)) {
+						t.Fatalf("Pod %d updated as Pod %d changes Service %s's endpoints, yet does not matter", i, j, svc.Name)
+					}
+				}
 			}
 		}
 		if got, want := hints.ZonesOf(trimmedNodes), hints.ZonesOf(nodeList); !reflect.DeepEqual(got, want) {

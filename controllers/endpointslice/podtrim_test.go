@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 )
@@ -58,22 +59,23 @@ func fullPod(name, ip string, ready bool, mutate func(*corev1.Pod)) *corev1.Pod 
 	return p
 }
 
-func trimmed(t *testing.T, pods []*corev1.Pod) []*corev1.Pod {
+// compacted returns what the manager's cache keeps of pods, as the reconciler reads it.
+func compacted(t *testing.T, pods []*corev1.Pod) []*endpoints.Pod {
 	t.Helper()
-	out := make([]*corev1.Pod, len(pods))
+	out := make([]*endpoints.Pod, len(pods))
 	for i, p := range pods {
-		obj, err := TrimPod(p.DeepCopy())
+		obj, err := CompactPod(p.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = obj.(*corev1.Pod)
+		out[i] = &obj.(*CachedPod).Pod
 	}
 	return out
 }
 
-// TestTrimmedPodsBuildTheSameEndpoints is the property the cache transform must keep: whatever
-// the Service, endpoints built from trimmed Pods equal those built from the full ones.
-func TestTrimmedPodsBuildTheSameEndpoints(t *testing.T) {
+// TestCachedPodsBuildTheSameEndpoints is the property the cache transform must keep: whatever
+// the Service, endpoints built from cached Pods equal those built from the whole ones.
+func TestCachedPodsBuildTheSameEndpoints(t *testing.T) {
 	pods := []*corev1.Pod{
 		fullPod("ready", "10.0.0.1", true, nil),
 		fullPod("not-ready", "10.0.0.2", false, nil),
@@ -99,10 +101,13 @@ func TestTrimmedPodsBuildTheSameEndpoints(t *testing.T) {
 	}
 	for name, svc := range services {
 		t.Run(name, func(t *testing.T) {
-			want := endpoints.Build(svc, pods, nodes)
-			got := endpoints.Build(svc, trimmed(t, pods), nodes)
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("trimmed Pods build\n%+v\nfull Pods build\n%+v", got, want)
+			for _, p := range pods {
+				if got, want := endpoints.Build(svc, compacted(t, []*corev1.Pod{p}), nodes), wholePodResult(svc, p, nodes); !reflect.DeepEqual(got, want) {
+					t.Fatalf("Pod %s: the cached Pod builds\n%+v\nthe whole Pod\n%+v", p.Name, got, want)
+				}
+			}
+			if got, want := endpoints.Build(svc, compacted(t, pods), nodes), endpoints.Build(svc, endpoints.PodsOf(pods), nodes); !reflect.DeepEqual(got, want) {
+				t.Fatalf("cached Pods build\n%+v\nwhole Pods\n%+v", got, want)
 			}
 		})
 	}
@@ -120,30 +125,69 @@ func service(mutate func(*corev1.Service)) *corev1.Service {
 	return s
 }
 
-func TestTrimPodDropsTheRestAndKeepsChangeDetection(t *testing.T) {
+func TestCompactPodIsAClientObjectOfWhatDecisionsRead(t *testing.T) {
 	full := fullPod("web-0", "10.0.0.1", true, nil)
-	obj, _ := TrimPod(full.DeepCopy())
-	pod := obj.(*corev1.Pod)
-	if pod.Annotations != nil || pod.ManagedFields != nil || pod.Spec.Volumes != nil || pod.Spec.Containers[0].Image != "" ||
-		pod.Spec.Containers[0].Env != nil || pod.Status.ContainerStatuses != nil {
-		t.Fatalf("fields the controller never reads survived: %+v", pod)
+	obj, err := CompactPod(full.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
 	}
+	pod, ok := obj.(*CachedPod)
+	if !ok {
+		t.Fatalf("CompactPod made a %T", obj)
+	}
+	var _ client.Object = pod
+	if again, _ := CompactPod(pod); again != obj {
+		t.Fatalf("a CachedPod was transformed again")
+	}
+	want := endpoints.Pod{Namespace: "shop", Name: "web-0", UID: "uid-web-0",
+		NodeName: "node-a", Hostname: "web-0", Subdomain: "web", IPs: []string{"10.0.0.1", "fd00::1"},
+		Ports:           []endpoints.Port{{Name: "http", Protocol: corev1.ProtocolTCP, Number: 8080}, {Name: "metrics", Protocol: corev1.ProtocolTCP, Number: 9090}},
+		ReadyTransition: time.Unix(2000, 0), Ready: true, Candidate: true}
+	if !reflect.DeepEqual(pod.Pod, want) || pod.ResourceVersion != "42" || pod.DeletionTimestamp != nil ||
+		!reflect.DeepEqual(pod.GetLabels(), map[string]string{"app": "web"}) || pod.Labels().Get("app") != "web" {
+		t.Fatalf("cached\n%+v\nwant\n%+v", pod.Pod, want)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(pod); err != nil || key != "shop/web-0" {
+		t.Fatalf("key %q, %v", key, err)
+	}
+	if ns, err := cache.MetaNamespaceIndexFunc(pod); err != nil || !reflect.DeepEqual(ns, []string{"shop"}) {
+		t.Fatalf("namespace index %v, %v", ns, err)
+	}
+	if gvk := pod.GetObjectKind().GroupVersionKind(); gvk != corev1.SchemeGroupVersion.WithKind("Pod") {
+		t.Fatalf("kind %v", gvk)
+	}
+	cp := pod.DeepCopyObject().(*CachedPod)
+	cp.SetLabels(map[string]string{"app": "other"})
+	cp.IPs[0], cp.Ports[0].Number = "10.9.9.9", 1
+	cp.SetDeletionTimestamp(ptr.To(metav1.Now()))
+	if !reflect.DeepEqual(pod.Pod, want) || pod.Labels().Get("app") != "web" || !cp.Terminating || cp.Labels().Get("app") != "other" {
+		t.Fatalf("a deep copy shares or misses state: %+v", cp)
+	}
+
 	for _, change := range []func(*corev1.Pod){
 		func(p *corev1.Pod) { p.Labels = map[string]string{"app": "other"} },
 		func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse },
 		func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].ContainerPort = 8081 },
 		func(p *corev1.Pod) { p.Spec.Hostname = "web-1" },
 		func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.Now()) },
+		func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
+		func(p *corev1.Pod) { p.UID = "recreated" },
 	} {
 		changed := full.DeepCopy()
 		change(changed)
-		after, _ := TrimPod(changed)
-		if PodChangeMatters(full, changed) != PodChangeMatters(pod, after.(*corev1.Pod)) {
-			t.Errorf("trimming changes whether an update matters")
+		after, _ := CompactPod(changed)
+		if !PodChangeMatters(pod, after.(*CachedPod)) {
+			t.Errorf("a change that moves an endpoint does not matter: %+v", after)
 		}
 	}
-	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/web-0", Obj: full}
-	if got, err := TrimPod(tombstone); err != nil || !reflect.DeepEqual(got, tombstone) {
+	changed := full.DeepCopy()
+	changed.Status.ContainerStatuses[0].RestartCount++
+	changed.Annotations = nil
+	if after, _ := CompactPod(changed); PodChangeMatters(pod, after.(*CachedPod)) {
+		t.Errorf("a restart count matters")
+	}
+	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/web-0", Obj: pod}
+	if got, err := CompactPod(tombstone); err != nil || !reflect.DeepEqual(got, tombstone) {
 		t.Fatalf("a tombstone was changed: %v, %v", got, err)
 	}
 }

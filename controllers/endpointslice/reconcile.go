@@ -170,30 +170,58 @@ func (r *Reconciler) managedSlices(ctx context.Context, svc types.NamespacedName
 // them. Through the informer's index they are read in place; a List, even without deep copies,
 // copies every Pod of the namespace into its items, which at 10,000 Pods was a third of
 // everything the manager allocated.
-func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service, selector labels.Selector) ([]*corev1.Pod, error) {
+func (r *Reconciler) selectedPods(ctx context.Context, svc *corev1.Service, selector labels.Selector) ([]*endpoints.Pod, error) {
 	if r.pods != nil {
 		objs, err := r.pods.ByIndex(toolscache.NamespaceIndex, svc.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("listing Pods of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 		}
-		var pods []*corev1.Pod
+		var pods []*endpoints.Pod
 		for _, o := range objs {
-			if pod, ok := o.(*corev1.Pod); ok && selector.Matches(labels.Set(pod.Labels)) {
-				pods = append(pods, pod)
+			if pod := cachedPodOf(o); pod != nil && selector.Matches(pod.Labels()) {
+				pods = append(pods, &pod.Pod)
 			}
 		}
 		return pods, nil
 	}
 	list := &corev1.PodList{}
-	// The cache hands out shared objects without copying; nothing below modifies them.
+	// A reader standing in for the manager's cache (the tests' fake client, the in-process bench)
+	// holds whole Pods.
 	if err := r.Client.List(ctx, list, client.InNamespace(svc.Namespace),
 		client.MatchingLabelsSelector{Selector: selector},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Pods of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	pods := make([]*corev1.Pod, len(list.Items))
+	pods := make([]*endpoints.Pod, len(list.Items))
 	for i := range list.Items {
-		pods[i] = &list.Items[i]
+		pods[i] = endpoints.PodOf(&list.Items[i])
+	}
+	return pods, nil
+}
+
+// podsOnNode returns the cached Pods on a Node, through the informer's node index as
+// selectedPods reads them.
+func (r *Reconciler) podsOnNode(ctx context.Context, nodeName string) ([]*CachedPod, error) {
+	var objs []any
+	if r.pods != nil {
+		var err error
+		if objs, err = r.pods.ByIndex(podNodeIndex, nodeName); err != nil {
+			return nil, err
+		}
+	} else {
+		list := &corev1.PodList{}
+		if err := r.Client.List(ctx, list, client.MatchingFields{podNodeIndex: nodeName}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			objs = append(objs, &list.Items[i])
+		}
+	}
+	pods := make([]*CachedPod, 0, len(objs))
+	for _, o := range objs {
+		if pod := cachedPodOf(o); pod != nil {
+			pods = append(pods, pod)
+		}
 	}
 	return pods, nil
 }
@@ -211,7 +239,7 @@ func (r *Reconciler) nodesByName(ctx context.Context) (map[string]*corev1.Node, 
 }
 
 // triggerTime is the last-change-trigger-time for this sync; see endpoints.LastChangeTriggerTime.
-func (r *Reconciler) triggerTime(svc *corev1.Service, pods []*corev1.Pod) time.Time {
+func (r *Reconciler) triggerTime(svc *corev1.Service, pods []*endpoints.Pod) time.Time {
 	key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	r.triggerMu.Lock()
 	defer r.triggerMu.Unlock()

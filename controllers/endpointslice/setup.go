@@ -3,8 +3,7 @@ package endpointslice
 import (
 	"context"
 	"fmt"
-	"maps"
-	"reflect"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fleetslice/fleetslice/controllers/endpointslice/endpoints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/hints"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice/selection"
 	"github.com/fleetslice/fleetslice/controllers/topology"
@@ -61,20 +59,32 @@ func syncRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 
 // SetupWithManager registers the indexes, watches and the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	for _, index := range FieldIndexes() {
-		if err := mgr.GetFieldIndexer().IndexField(ctx, index.Object, index.Field, index.Extract); err != nil {
-			return fmt.Errorf("indexing %T by %s: %w", index.Object, index.Field, err)
-		}
-	}
-	// The Pod informer's own index, to read selected Pods in place (selectedPods); a cache that
-	// does not expose one is read through the client.
+	// Pods are read in place through the Pod informer's own indexer (selectedPods,
+	// enqueueServicesOnNode), which holds CachedPods: a client List of Pods through the cache would
+	// fail on them. Their node index is therefore the informer's own, not a field index.
 	podInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return fmt.Errorf("getting the Pod informer: %w", err)
 	}
-	if ix, ok := podInformer.(interface{ GetIndexer() toolscache.Indexer }); ok {
-		r.pods = ix.GetIndexer()
+	ix, ok := podInformer.(interface{ GetIndexer() toolscache.Indexer })
+	if !ok {
+		return fmt.Errorf("the manager's cache does not expose the Pod informer's indexer (%T)", podInformer)
 	}
+	for _, index := range FieldIndexes() {
+		if _, isPod := index.Object.(*corev1.Pod); isPod {
+			extract := index.Extract
+			err = podInformer.AddIndexers(toolscache.Indexers{index.Field: func(obj any) ([]string, error) {
+				o, _ := obj.(client.Object)
+				return extract(o), nil
+			}})
+		} else {
+			err = mgr.GetFieldIndexer().IndexField(ctx, index.Object, index.Field, index.Extract)
+		}
+		if err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", index.Object, index.Field, err)
+		}
+	}
+	r.pods = ix.GetIndexer()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Service{}).
@@ -158,8 +168,7 @@ func (r *Reconciler) sliceDeleted(ctx context.Context, obj client.Object, q queu
 // matter to an endpoint. Bursts of Pod changes fold into one sync: by a fixed batch period when one
 // is set, else by coalescing.
 func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Object, q queue) {
-	oldPod, _ := oldObj.(*corev1.Pod)
-	newPod, _ := newObj.(*corev1.Pod)
+	oldPod, newPod := cachedPodOf(oldObj), cachedPodOf(newObj)
 	if !PodChangeMatters(oldPod, newPod) {
 		return
 	}
@@ -169,7 +178,7 @@ func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Objec
 	}
 	services := &corev1.ServiceList{}
 	if err := r.Client.List(ctx, services, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		log.FromContext(ctx).Error(err, "listing Services for a Pod change", "pod", client.ObjectKeyFromObject(pod))
+		log.FromContext(ctx).Error(err, "listing Services for a Pod change", "pod", types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
 		return
 	}
 	for i := range services.Items {
@@ -178,8 +187,8 @@ func (r *Reconciler) podChanged(ctx context.Context, oldObj, newObj client.Objec
 		if selector == nil {
 			continue
 		}
-		if (oldPod != nil && selector.Matches(labels.Set(oldPod.Labels))) ||
-			(newPod != nil && selector.Matches(labels.Set(newPod.Labels))) {
+		if (oldPod != nil && selector.Matches(oldPod.Labels())) ||
+			(newPod != nil && selector.Matches(newPod.Labels())) {
 			r.enqueueBatched(q, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 		}
 	}
@@ -198,14 +207,15 @@ func (r *Reconciler) enqueueBatched(q queue, svc types.NamespacedName) {
 
 // PodChangeMatters reports whether a Pod change (oldPod nil: created; newPod nil: deleted) can
 // change an endpoint of some Service, and so is worth a sync; status-only noise such as container
-// restart counts is ignored. The in-process bench's trace replay asks it as the handler does.
+// restart counts is ignored. The in-process bench's trace replay asks it as the handler does
+// (CachePod makes the arguments of whole Pods).
 //
 // A change between two versions of which neither can be an endpoint (no IP, or a terminal phase)
 // does not matter: a Deployment's new Pods are created and scheduled before they have an IP, and
 // syncing for those two events (two thirds of a scale-up's Pod events) wrote nothing, while it
 // split the burst of Pods becoming endpoints into more syncs.
-func PodChangeMatters(oldPod, newPod *corev1.Pod) bool {
-	if !endpoints.PodIsCandidate(oldPod) && !endpoints.PodIsCandidate(newPod) {
+func PodChangeMatters(oldPod, newPod *CachedPod) bool {
+	if (oldPod == nil || !oldPod.Candidate) && (newPod == nil || !newPod.Candidate) {
 		return false
 	}
 	if oldPod == nil || newPod == nil {
@@ -215,39 +225,19 @@ func PodChangeMatters(oldPod, newPod *corev1.Pod) bool {
 }
 
 // podUpdateMatters reports whether an update can change the Pod's endpoints or which Services
-// select it.
-func podUpdateMatters(oldPod, newPod *corev1.Pod) bool {
-	return !maps.Equal(oldPod.Labels, newPod.Labels) ||
-		!reflect.DeepEqual(oldPod.Status.PodIPs, newPod.Status.PodIPs) ||
-		oldPod.Status.PodIP != newPod.Status.PodIP ||
-		oldPod.Status.Phase != newPod.Status.Phase ||
-		podReady(oldPod) != podReady(newPod) ||
-		(oldPod.DeletionTimestamp == nil) != (newPod.DeletionTimestamp == nil) ||
-		oldPod.Spec.NodeName != newPod.Spec.NodeName ||
-		oldPod.Spec.Hostname != newPod.Spec.Hostname ||
-		oldPod.Spec.Subdomain != newPod.Spec.Subdomain ||
-		!reflect.DeepEqual(containerPorts(oldPod), containerPorts(newPod))
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// containerPorts lists the ports of the containers that have some: a container without ports
-// serves no named target port (and the Pod cache keeps none, see TrimPod).
-func containerPorts(pod *corev1.Pod) [][]corev1.ContainerPort {
-	out := make([][]corev1.ContainerPort, 0, len(pod.Spec.Containers))
-	for _, c := range pod.Spec.Containers {
-		if len(c.Ports) > 0 {
-			out = append(out, c.Ports)
-		}
-	}
-	return out
+// select it: every fact of CachedPod but the Ready condition's transition time, which only dates a
+// change that one of the others makes, and the resourceVersion.
+func podUpdateMatters(oldPod, newPod *CachedPod) bool {
+	return oldPod.labels != newPod.labels ||
+		!slices.Equal(oldPod.IPs, newPod.IPs) ||
+		oldPod.Candidate != newPod.Candidate ||
+		oldPod.Ready != newPod.Ready ||
+		oldPod.Terminating != newPod.Terminating ||
+		oldPod.NodeName != newPod.NodeName ||
+		oldPod.Hostname != newPod.Hostname ||
+		oldPod.Subdomain != newPod.Subdomain ||
+		oldPod.Namespace != newPod.Namespace || oldPod.Name != newPod.Name || oldPod.UID != newPod.UID ||
+		!slices.Equal(oldPod.Ports, newPod.Ports)
 }
 
 // nodeChanged syncs the Services a Node change can affect: a new zone changes the zone of the
@@ -305,15 +295,14 @@ func (r *Reconciler) enqueueAutoTopologyServices(ctx context.Context, q queue) {
 // enqueueServicesOnNode syncs every Service selecting a Pod on the Node, listing each namespace's
 // Services once rather than once per Pod.
 func (r *Reconciler) enqueueServicesOnNode(ctx context.Context, nodeName string, q queue) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeIndex: nodeName}, client.UnsafeDisableDeepCopy); err != nil {
+	pods, err := r.podsOnNode(ctx, nodeName)
+	if err != nil {
 		log.FromContext(ctx).Error(err, "listing Pods on a changed Node", "node", nodeName)
 		return
 	}
-	byNamespace := map[string][]labels.Set{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], labels.Set(p.Labels))
+	byNamespace := map[string][]labels.Labels{}
+	for _, p := range pods {
+		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], p.Labels())
 	}
 	for ns, podLabels := range byNamespace {
 		services := &corev1.ServiceList{}

@@ -34,7 +34,7 @@ func BenchmarkDesired(b *testing.B) {
 	b.ReportAllocs()
 	var sets []Set
 	for b.Loop() {
-		sets = Desired(svc, pods, nodes)
+		sets = Desired(svc, PodsOf(pods), nodes)
 	}
 	if len(sets) != 1 || len(sets[0].Endpoints) != len(pods) {
 		b.Fatalf("got %d sets", len(sets))

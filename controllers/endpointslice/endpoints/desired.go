@@ -39,7 +39,7 @@ type Result struct {
 
 // Desired returns the slice sets svc should have, given the Pods its selector
 // matches and the known Nodes by name. It is Build(...).Sets.
-func Desired(svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.Node) []Set {
+func Desired(svc *corev1.Service, pods []*Pod, nodes map[string]*corev1.Node) []Set {
 	return Build(svc, pods, nodes).Sets
 }
 
@@ -57,7 +57,7 @@ func Desired(svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.N
 //     zone. A nil nodes map therefore leaves out every Pod of such Services;
 //   - endpoints with the same Identity (the same Pod listed twice) count
 //     once; the first copy wins.
-func Build(svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.Node) Result {
+func Build(svc *corev1.Service, pods []*Pod, nodes map[string]*corev1.Node) Result {
 	if svc == nil {
 		return Result{}
 	}
@@ -65,17 +65,17 @@ func Build(svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.Nod
 	b := builder{svc: svc, groups: map[string]*group{}}
 	var unknownNodes []string
 	for _, pod := range pods {
-		if pod == nil || !podIsCandidate(pod) {
+		if pod == nil || !pod.Candidate {
 			continue
 		}
-		node := nodes[pod.Spec.NodeName]
+		node := nodes[pod.NodeName]
 		if node == nil && !svc.Spec.PublishNotReadyAddresses {
 			unknownNodes = append(unknownNodes, pod.Namespace+"/"+pod.Name)
 			continue
 		}
 		b.resolved = resolvePorts(svc, pod, b.resolved)
 		for _, addressType := range addressTypes {
-			addresses := podAddresses(&pod.Status, addressType)
+			addresses := podAddresses(pod, addressType)
 			if len(addresses) == 0 {
 				continue
 			}

@@ -90,7 +90,7 @@ func TestDesiredAddressTypesAndFamilies(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := addressesOf(Desired(tc.svc, tc.pods, defaultNodes()))
+			got := addressesOf(Desired(tc.svc, PodsOf(tc.pods), defaultNodes()))
 			if !equality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("addresses by set:\n got %v\nwant %v", got, tc.want)
 			}
@@ -180,7 +180,7 @@ func TestDesiredPorts(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := addressesOf(Desired(tc.svc, tc.pods, defaultNodes()))
+			got := addressesOf(Desired(tc.svc, PodsOf(tc.pods), defaultNodes()))
 			if !equality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("addresses by set:\n got %v\nwant %v", got, tc.want)
 			}
@@ -193,7 +193,7 @@ func TestDesiredSetFields(t *testing.T) {
 		corev1.ServicePort{Name: "web", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8443), AppProtocol: ptr.To("https")},
 		corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)},
 	))
-	sets := Desired(svc, []*corev1.Pod{pod("a", "10.0.0.1")}, defaultNodes())
+	sets := Desired(svc, PodsOf([]*corev1.Pod{pod("a", "10.0.0.1")}), defaultNodes())
 	if len(sets) != 1 {
 		t.Fatalf("got %d sets, want 1", len(sets))
 	}
@@ -330,7 +330,7 @@ func TestDesiredEndpointFields(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Build(tc.svc, []*corev1.Pod{tc.pod}, defaultNodes())
+			res := Build(tc.svc, PodsOf([]*corev1.Pod{tc.pod}), defaultNodes())
 			var got []discoveryv1.Endpoint
 			for _, s := range res.Sets {
 				got = append(got, s.Endpoints...)
@@ -377,7 +377,7 @@ func TestDesiredIdentities(t *testing.T) {
 	hostNetwork := func(name string) *corev1.Pod { return pod(name, "192.168.1.5") }
 	a := pod("a", "10.0.0.1")
 	pods := []*corev1.Pod{a, a.DeepCopy(), hostNetwork("ds-old"), terminating(hostNetwork("ds-new")), nil}
-	sets := Desired(service(), pods, defaultNodes())
+	sets := Desired(service(), PodsOf(pods), defaultNodes())
 	if len(sets) != 1 {
 		t.Fatalf("got %d sets, want 1", len(sets))
 	}
@@ -405,7 +405,7 @@ func TestDesiredDoesNotMutateOrAliasInputs(t *testing.T) {
 		nodesBefore[k] = v.DeepCopy()
 	}
 
-	sets := Desired(svc, pods, nodes)
+	sets := Desired(svc, PodsOf(pods), nodes)
 	for i := range sets {
 		for j := range sets[i].Endpoints {
 			ep := &sets[i].Endpoints[j]
@@ -425,10 +425,10 @@ func TestDesiredDoesNotMutateOrAliasInputs(t *testing.T) {
 }
 
 func TestDesiredNilInputs(t *testing.T) {
-	if got := Build(nil, []*corev1.Pod{pod("a", "10.0.0.1")}, nil); len(got.Sets) != 0 || len(got.PodsOnUnknownNodes) != 0 {
+	if got := Build(nil, PodsOf([]*corev1.Pod{pod("a", "10.0.0.1")}), nil); len(got.Sets) != 0 || len(got.PodsOnUnknownNodes) != 0 {
 		t.Errorf("nil Service: got %+v, want nothing", got)
 	}
-	got := Build(service(), []*corev1.Pod{pod("a", "10.0.0.1"), pod("b", "10.0.0.2")}, nil)
+	got := Build(service(), PodsOf([]*corev1.Pod{pod("a", "10.0.0.1"), pod("b", "10.0.0.2")}), nil)
 	if len(got.Sets) != 0 || !slices.Equal(got.PodsOnUnknownNodes, []string{"shop/a", "shop/b"}) {
 		t.Errorf("nil nodes: got %+v, want both Pods reported on unknown Nodes", got)
 	}

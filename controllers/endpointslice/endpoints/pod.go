@@ -10,22 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// PodIsCandidate reports whether a Pod may be an endpoint of any Service at all:
-// a change between two versions of a Pod of which neither is a candidate (a
-// Pod created, scheduled or deleted before it had an IP) cannot change a
-// slice, so the reconciler does not sync for it.
-func PodIsCandidate(pod *corev1.Pod) bool { return pod != nil && podIsCandidate(pod) }
-
-// podIsCandidate reports whether a Pod may be an endpoint at all. Terminating
-// Pods stay (consumers fall back to them while nothing else is ready); Pods in
-// a terminal phase never run again, and Pods without an IP cannot be reached.
-func podIsCandidate(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	return pod.Status.PodIP != "" || len(pod.Status.PodIPs) > 0
-}
-
 // podAddresses returns the Pod's addresses of one family, normalised the way
 // the API server's sloppy parser reads them (so "010.0.0.1" is "10.0.0.1").
 // Like upstream it reads status.podIPs only; status.podIP is just its first
@@ -33,10 +17,10 @@ func podIsCandidate(pod *corev1.Pod) bool {
 //
 // Deviation: upstream turns an unparseable IP into the address "<nil>" of the
 // IPv4 set, which the API server then rejects; we skip such an IP.
-func podAddresses(status *corev1.PodStatus, addressType discoveryv1.AddressType) []string {
+func podAddresses(pod *Pod, addressType discoveryv1.AddressType) []string {
 	var addresses []string
-	for _, podIP := range status.PodIPs {
-		ip := utilnet.ParseIPSloppy(podIP.IP)
+	for _, podIP := range pod.IPs {
+		ip := utilnet.ParseIPSloppy(podIP)
 		if ip == nil {
 			continue
 		}
@@ -49,28 +33,11 @@ func podAddresses(status *corev1.PodStatus, addressType discoveryv1.AddressType)
 	return addresses
 }
 
-// podIsReady reports whether the Pod's Ready condition is True.
-func podIsReady(pod *corev1.Pod) bool {
-	if c := podReadyCondition(pod); c != nil {
-		return c.Status == corev1.ConditionTrue
-	}
-	return false
-}
-
-func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // podEndpoint builds the endpoint of pod with the given addresses. node may be
 // nil (publishNotReadyAddresses keeps Pods whose Node is unknown).
-func podEndpoint(pod *corev1.Pod, node *corev1.Node, svc *corev1.Service, addresses []string) discoveryv1.Endpoint {
-	serving := podIsReady(pod)
-	terminating := pod.DeletionTimestamp != nil
+func podEndpoint(pod *Pod, node *corev1.Node, svc *corev1.Service, addresses []string) discoveryv1.Endpoint {
+	serving := pod.Ready
+	terminating := pod.Terminating
 	// A terminating Pod is never "ready" (old consumers read only ready), unless
 	// the Service asks for every address to be published regardless.
 	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
@@ -88,8 +55,8 @@ func podEndpoint(pod *corev1.Pod, node *corev1.Node, svc *corev1.Service, addres
 			UID:       pod.UID,
 		},
 	}
-	if pod.Spec.NodeName != "" {
-		ep.NodeName = ptr.To(pod.Spec.NodeName)
+	if pod.NodeName != "" {
+		ep.NodeName = ptr.To(pod.NodeName)
 	}
 	if node != nil {
 		if zone := node.Labels[corev1.LabelTopologyZone]; zone != "" {
@@ -98,8 +65,8 @@ func podEndpoint(pod *corev1.Pod, node *corev1.Node, svc *corev1.Service, addres
 	}
 	// DNS publishes <hostname>.<subdomain>.<ns>.svc only for the Service named
 	// by the subdomain, so the hostname means nothing on any other Service.
-	if pod.Spec.Hostname != "" && pod.Spec.Subdomain == svc.Name && pod.Namespace == svc.Namespace {
-		ep.Hostname = ptr.To(pod.Spec.Hostname)
+	if pod.Hostname != "" && pod.Subdomain == svc.Name && pod.Namespace == svc.Namespace {
+		ep.Hostname = ptr.To(pod.Hostname)
 	}
 	return ep
 }
@@ -116,7 +83,7 @@ const unresolved int64 = math.MinInt64
 // upstream does.
 //
 // A headless Service without ports has no port list at all.
-func resolvePorts(svc *corev1.Service, pod *corev1.Pod, into []int64) []int64 {
+func resolvePorts(svc *corev1.Service, pod *Pod, into []int64) []int64 {
 	into = into[:0]
 	for i := range svc.Spec.Ports {
 		into = append(into, resolvePort(pod, &svc.Spec.Ports[i]))
@@ -124,28 +91,13 @@ func resolvePorts(svc *corev1.Service, pod *corev1.Pod, into []int64) []int64 {
 	return into
 }
 
-func resolvePort(pod *corev1.Pod, sp *corev1.ServicePort) int64 {
+func resolvePort(pod *Pod, sp *corev1.ServicePort) int64 {
 	if sp.TargetPort.Type == intstr.Int {
 		return int64(sp.TargetPort.IntVal)
 	}
-	name := sp.TargetPort.StrVal
-	for i := range pod.Spec.Containers {
-		for _, cp := range pod.Spec.Containers[i].Ports {
-			if cp.Name == name && cp.Protocol == sp.Protocol {
-				return int64(cp.ContainerPort)
-			}
-		}
-	}
-	// Sidecars (init containers that keep running) serve traffic too.
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
-			continue
-		}
-		for _, cp := range c.Ports {
-			if cp.Name == name && cp.Protocol == sp.Protocol {
-				return int64(cp.ContainerPort)
-			}
+	for _, cp := range pod.Ports {
+		if cp.Name == sp.TargetPort.StrVal && cp.Protocol == sp.Protocol {
+			return int64(cp.Number)
 		}
 	}
 	return unresolved

@@ -36,7 +36,7 @@ type TriggerState struct {
 // Pod creation and deletion times are not trigger times; only the Ready
 // condition's lastTransitionTime is, as upstream. The result is in the
 // location of the inputs; write it as UTC RFC 3339 with nanoseconds.
-func LastChangeTriggerTime(prev *TriggerState, svc *corev1.Service, pods []*corev1.Pod) (time.Time, TriggerState) {
+func LastChangeTriggerTime(prev *TriggerState, svc *corev1.Service, pods []*Pod) (time.Time, TriggerState) {
 	next := TriggerState{Pods: map[string]time.Time{}}
 	if svc == nil {
 		return time.Time{}, next
@@ -57,11 +57,10 @@ func LastChangeTriggerTime(prev *TriggerState, svc *corev1.Service, pods []*core
 		if pod == nil {
 			continue
 		}
-		ready := podReadyCondition(pod)
-		if ready == nil || ready.LastTransitionTime.IsZero() {
+		t := pod.ReadyTransition
+		if t.IsZero() {
 			continue
 		}
-		t := ready.LastTransitionTime.Time
 		next.Pods[pod.Name] = t
 		if t.After(prevPods[pod.Name]) {
 			consider(t)

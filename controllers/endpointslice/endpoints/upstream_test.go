@@ -47,7 +47,7 @@ func upstreamSets(t *testing.T, svc *corev1.Service, pods []*corev1.Pod, nodes m
 func compareWithUpstream(t *testing.T, svc *corev1.Service, pods []*corev1.Pod, nodes map[string]*corev1.Node) {
 	t.Helper()
 	want := upstreamSets(t, svc, pods, nodes)
-	got := Desired(svc, pods, nodes)
+	got := Desired(svc, PodsOf(pods), nodes)
 	if len(got) != len(want) {
 		t.Errorf("got %d sets, upstream wrote %d", len(got), len(want))
 	}

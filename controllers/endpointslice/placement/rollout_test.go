@@ -127,7 +127,7 @@ func fleetsliceRollout(t *testing.T, replicas, slack int) rolloutStats {
 	c := newCluster()
 	var stats rolloutStats
 	rollout(replicas, func(pods []*corev1.Pod) {
-		sets := endpoints.Desired(svc, pods, nodes)
+		sets := endpoints.Desired(svc, endpoints.PodsOf(pods), nodes)
 		if len(sets) != 1 {
 			t.Fatalf("%d sets", len(sets))
 		}

@@ -130,7 +130,7 @@ func ExplainService(in ServiceInputs) ServiceReport {
 		}
 	}
 	r.Selected = len(pods)
-	desired := endpoints.Build(svc, pods, nodes)
+	desired := endpoints.Build(svc, endpoints.PodsOf(pods), nodes)
 	r.PodsOnUnknownNodes = desired.PodsOnUnknownNodes
 
 	bySet := map[string][]*discoveryv1.EndpointSlice{}

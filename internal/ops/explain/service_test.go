@@ -58,7 +58,7 @@ func layout(svc *corev1.Service, pods []*corev1.Pod, nodes []*corev1.Node, per i
 		byName[n.Name] = n
 	}
 	var out []*discoveryv1.EndpointSlice
-	for _, set := range endpoints.Desired(svc, pods, byName) {
+	for _, set := range endpoints.Desired(svc, endpoints.PodsOf(pods), byName) {
 		for start := 0; start < len(set.Endpoints); start += per {
 			s := &discoveryv1.EndpointSlice{
 				ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: fmt.Sprintf("web-%02d", len(out)), Labels: map[string]string{

@@ -87,7 +87,7 @@ func playTrace(w *world, phases [][]e2ebench.PodEvent, cost func(writes int64) t
 			if ev.Type == "DELETED" {
 				delete(pods, ev.Name)
 				w.store.deletePod(types.NamespacedName{Namespace: namespace, Name: ev.Name})
-				if old != nil && endpointslice.PodChangeMatters(old, nil) {
+				if old != nil && endpointslice.PodChangeMatters(endpointslice.CachePod(old), nil) {
 					w.changed()
 				}
 				continue
@@ -95,7 +95,7 @@ func playTrace(w *world, phases [][]e2ebench.PodEvent, cost func(writes int64) t
 			pod := tracedPod(ev, start)
 			pods[ev.Name] = pod
 			w.store.putPod(pod)
-			if endpointslice.PodChangeMatters(old, pod) {
+			if endpointslice.PodChangeMatters(endpointslice.CachePod(old), endpointslice.CachePod(pod)) {
 				w.changed()
 			}
 		}
