@@ -37,7 +37,7 @@ type TriggerState struct {
 // condition's lastTransitionTime is, as upstream. The result is in the
 // location of the inputs; write it as UTC RFC 3339 with nanoseconds.
 func LastChangeTriggerTime(prev *TriggerState, svc *corev1.Service, pods []*Pod) (time.Time, TriggerState) {
-	next := TriggerState{Pods: map[string]time.Time{}}
+	next := TriggerState{Pods: make(map[string]time.Time, len(pods))}
 	if svc == nil {
 		return time.Time{}, next
 	}
