@@ -31,7 +31,7 @@ type CachedPod struct {
 // (a CachedPod, a tombstone) passes unchanged, so it is idempotent.
 //
 // At 10,000 Pods a trimmed corev1.Pod took 2.5 KB in the cache, most of it the fixed 1,240-byte
-// struct and a 408-byte container; a CachedPod takes about 350 bytes.
+// struct and a 408-byte container; a CachedPod takes about 370 bytes with its strings.
 func CompactPod(obj any) (any, error) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		return CachePod(pod), nil
