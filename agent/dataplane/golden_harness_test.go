@@ -62,6 +62,7 @@ func goldenNetlinkSyncer(fam family, nl *goldenNetlink, opts Options) (*Syncer, 
 	if err != nil {
 		return nil, err
 	}
+	b.model.full = true
 	b.list = func(context.Context) (*tableImage, error) { return modelImage(b) }
 	return NewWithBackend(b, opts)
 }
@@ -92,7 +93,7 @@ func modelImage(b *netlinkBackend) (*tableImage, error) {
 			return nil, err
 		}
 		si := &setImage{def: ss.def(), isMap: s.def.IsMap(), dynamic: s.dynamic, elems: map[string]string{}}
-		for _, e := range s.elems {
+		for _, e := range s.values {
 			if s.dynamic {
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 
@@ -39,8 +40,10 @@ func newNetlinkBackend(f knftables.Family, dial dialFunc) (*netlinkBackend, erro
 	if fam.rs == ruleset.IPv6 {
 		tf = nftables.TableFamilyIPv6
 	}
-	return &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*netlinkenc.SetDef{},
-		model: newTableModel(), dial: dial}, nil
+	b := &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*netlinkenc.SetDef{},
+		dial: dial, seed: maphash.MakeSeed()}
+	b.model = newTableModel(b.elementDigest)
+	return b, nil
 }
 
 // conn opens a connection to the kernel, or to the test's dial.
@@ -61,6 +64,7 @@ type netlinkBackend struct {
 	// model is what the accepted batches left in the table, and gen the ruleset generation
 	// the last one produced: a drift check compares the kernel with them (netlink_drift.go).
 	model    *tableModel
+	seed     maphash.Seed // of the elements' digests (see kernelElementDigest)
 	gen      uint32
 	genKnown bool
 	// readGen is the generation before the last read of the table (see read).

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -174,7 +176,16 @@ func tableExists(f knftables.Family) (bool, error) {
 type canonicalTable struct {
 	exists bool
 	chains map[string][]string // name → hook line then one line per rule
-	sets   map[string][]string // name → sorted elements; nil for dynamic sets
+	sets   map[string]setDigest
+}
+
+// setDigest is what a drift check compares of a set: the sum of its kernel elements' digests
+// (see kernelElementDigest) and their number. Packets fill dynamic sets, so only their
+// existence is compared.
+type setDigest struct {
+	dynamic bool
+	sum     uint64
+	n       int
 }
 
 // compareKernel reads the table back and compares it with want, cheapest parts first (the
@@ -236,9 +247,10 @@ func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
 		}
 	}
 	for _, s := range sets {
-		if s.HasTimeout || s.Dynamic || want.sets[s.Name] == nil {
+		w := want.sets[s.Name]
+		if s.HasTimeout || s.Dynamic || w.dynamic {
 			// Packets fill the affinity sets; only their existence is the agent's.
-			if (s.HasTimeout || s.Dynamic) != (want.sets[s.Name] == nil) {
+			if (s.HasTimeout || s.Dynamic) != w.dynamic {
 				return &Drift{Kind: DriftContentChanged, Detail: "set " + s.Name + ": its type differs"}, nil
 			}
 			continue
@@ -247,21 +259,25 @@ func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", s.Name, err)
 		}
-		if d := b.sets[s.Name]; d != nil && d.Verdict {
-			for i := range elems {
-				if elems[i].VerdictData == nil {
-					elems[i].VerdictData, elems[i].Val = verdictFromData(elems[i].Val), nil
-				}
+		got := setDigest{n: len(elems)}
+		verdicts := b.sets[s.Name] != nil && b.sets[s.Name].Verdict
+		for i := range elems {
+			if verdicts && elems[i].VerdictData == nil {
+				elems[i].VerdictData, elems[i].Val = verdictFromData(elems[i].Val), nil
 			}
+			got.sum += b.kernelElementDigest(&elems[i])
 		}
-		if d := compareLines("set", s.Name, "elements", want.sets[s.Name], elementLines(elems), 0); d != nil {
-			return d, nil
+		switch {
+		case got.n != w.n:
+			return &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("set %s has %d elements, want %d", s.Name, got.n, w.n)}, nil
+		case got.sum != w.sum:
+			return &Drift{Kind: DriftContentChanged, Detail: "set " + s.Name + ": its elements differ"}, nil
 		}
 	}
 	return nil, nil
 }
 
-func compareNames[T any](kind string, want map[string][]string, got []T, name func(T) string) *Drift {
+func compareNames[T, V any](kind string, want map[string]V, got []T, name func(T) string) *Drift {
 	seen := make(map[string]bool, len(got))
 	for _, g := range got {
 		n := name(g)
@@ -278,7 +294,7 @@ func compareNames[T any](kind string, want map[string][]string, got []T, name fu
 	return nil
 }
 
-// compareLines compares one chain's or set's canonical lines; header lines precede the items.
+// compareLines compares one chain's canonical lines; header lines precede the items.
 func compareLines(kind, name, items string, want, got []string, header int) *Drift {
 	switch {
 	case len(got) != len(want):
@@ -292,7 +308,7 @@ func compareLines(kind, name, items string, want, got []string, header int) *Dri
 // expected renders the model in the canonical form listKernel reads.
 func (b *netlinkBackend) expected() (*canonicalTable, error) {
 	m := b.model
-	out := &canonicalTable{exists: m.exists, chains: map[string][]string{}, sets: map[string][]string{}}
+	out := &canonicalTable{exists: m.exists, chains: map[string][]string{}, sets: map[string]setDigest{}}
 	fam := byte(b.table.Family)
 	noID := func(string) uint32 { return 0 } // the kernel never lists set ids
 	for name, c := range m.chains {
@@ -314,24 +330,11 @@ func (b *netlinkBackend) expected() (*canonicalTable, error) {
 		}
 		out.chains[name] = lines
 	}
+	if m.err != nil {
+		return nil, m.err
+	}
 	for name, s := range m.sets {
-		if s.dynamic {
-			out.sets[name] = nil
-			continue
-		}
-		d := b.sets[name]
-		if d == nil {
-			return nil, fmt.Errorf("no type for set %s", name)
-		}
-		var elems []nftables.SetElement
-		for _, e := range s.elems {
-			enc, err := d.Encode(e, false)
-			if err != nil {
-				return nil, err
-			}
-			elems = append(elems, enc...)
-		}
-		out.sets[name] = elementLines(elems)
+		out.sets[name] = setDigest{dynamic: s.dynamic, sum: s.sum, n: s.pieces}
 	}
 	return out, nil
 }
@@ -457,20 +460,57 @@ func listedRegister(r uint32) uint32 {
 	return slot - per128 + unix.NFT_REG32_00
 }
 
-func elementLines(elems []nftables.SetElement) []string {
-	lines := make([]string, 0, len(elems))
-	for _, e := range elems {
-		line := hex.EncodeToString(e.Key) + "-" + hex.EncodeToString(e.KeyEnd) + ":" + hex.EncodeToString(e.Val)
-		if e.VerdictData != nil {
-			line += fmt.Sprintf(" verdict %d %s", e.VerdictData.Kind, e.VerdictData.Chain)
-		}
-		if e.IntervalEnd {
-			line += " end"
-		}
-		lines = append(lines, line)
+// elementDigest is the digest of e as the kernel will hold it: the sum of its kernel elements'
+// digests under the set's type, as the last accepted batches defined it.
+func (b *netlinkBackend) elementDigest(e *ruleset.Element) (elemDigest, error) {
+	d := b.sets[e.Set]
+	if d == nil {
+		return elemDigest{}, fmt.Errorf("no type for set %s", e.Set)
 	}
-	slices.Sort(lines)
-	return lines
+	enc, err := d.Encode(e, false)
+	if err != nil {
+		return elemDigest{}, fmt.Errorf("set %s: %w", e.Set, err)
+	}
+	var out elemDigest
+	for i := range enc {
+		out.sum += b.kernelElementDigest(&enc[i])
+		out.pieces++
+	}
+	return out, nil
+}
+
+// kernelElementDigest hashes what decides packets of one kernel element: its key, key end,
+// data or verdict, and whether it ends an interval. A set's digest is the sum of its elements'
+// (a multiset hash: order does not matter, and the model updates it per element); with a
+// per-process seed, two different sets of elements sum alike with a chance of about 2^-64.
+func (b *netlinkBackend) kernelElementDigest(e *nftables.SetElement) uint64 {
+	var h maphash.Hash
+	h.SetSeed(b.seed)
+	field := func(p []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(p)))
+		h.Write(n[:])
+		h.Write(p)
+	}
+	field(e.Key)
+	field(e.KeyEnd)
+	field(e.Val)
+	switch {
+	case e.VerdictData != nil:
+		h.WriteByte(1)
+		var k [8]byte
+		binary.BigEndian.PutUint64(k[:], uint64(e.VerdictData.Kind))
+		h.Write(k[:])
+		h.WriteString(e.VerdictData.Chain)
+	default:
+		h.WriteByte(0)
+	}
+	if e.IntervalEnd {
+		h.WriteByte(1)
+	} else {
+		h.WriteByte(0)
+	}
+	return h.Sum64()
 }
 
 // Compile-time check: only the netlink backend reads tables back.

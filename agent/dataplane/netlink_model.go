@@ -1,13 +1,20 @@
 package dataplane
 
 import (
+	"encoding/binary"
+	"hash/maphash"
+
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
-// tableModel is what a backend's own batches left in the kernel: every chain with its rules and
-// every set and map with its elements, as ruleset values. Batches update it after the kernel
+// tableModel is what a backend's own batches left in the kernel: every chain with its rules,
+// every set and map with a digest of each of its elements. Batches update it after the kernel
 // accepted them, at the cost of the batch (never of the table), so that a drift check can tell
 // the agent's own writes from anyone else's.
+//
+// Elements are kept as digests, not as values: a drift check only needs to know whether the
+// kernel's elements are the ones the batches wrote, and at hundreds of thousands of elements a
+// second copy of each (the Syncer's records are the first) was most of the agent's memory.
 type tableModel struct {
 	// known is false until a full sync has been applied (one that rebuilt the table, or one
 	// that compared it with the kernel's): before that, what else the table holds is not known.
@@ -15,6 +22,18 @@ type tableModel struct {
 	exists bool
 	chains map[string]*modelChain
 	sets   map[string]*modelSet
+	// digest gives an element's digest as the kernel will hold it (see elemDigest); nil counts
+	// elements only.
+	digest func(*ruleset.Element) (elemDigest, error)
+	// err is the first element digest could not take: the model cannot be compared until the
+	// next full sync starts it over.
+	err error
+	// keys hashes element keys; two seeds make the 128-bit identity of a key.
+	keys [2]maphash.Seed
+	buf  []byte
+	// full keeps every element as well (tests only: they read the model back as a kernel's
+	// table, see golden_harness_test.go).
+	full bool
 }
 
 type modelChain struct {
@@ -27,20 +46,46 @@ type modelSet struct {
 	// dynamic sets (the session-affinity sets) are filled by packets, not by the agent: their
 	// elements are nobody's drift.
 	dynamic bool
-	elems   map[elemKey]*ruleset.Element
+	elems   map[elemID]elemDigest
+	// sum and pieces aggregate elems: the sum of their digests and the number of elements
+	// the kernel holds for them (an interval is two).
+	sum    uint64
+	pieces int
+	// values holds the elements themselves when the model is full.
+	values map[elemID]*ruleset.Element
 }
 
-// elemKey identifies an element within its set: its key, up to four fields.
-type elemKey [4]ruleset.Value
+// elemID identifies an element within its set: a 128-bit hash of its key.
+type elemID [2]uint64
 
-func elemKeyOf(vals []ruleset.Value) elemKey {
-	var k elemKey
-	copy(k[:], vals)
-	return k
+// elemDigest is what the kernel holds for one element: the sum of the digests of the kernel
+// elements it is encoded to (see kernelElementDigest), and their number.
+type elemDigest struct {
+	sum    uint64
+	pieces uint32
 }
 
-func newTableModel() *tableModel {
-	return &tableModel{chains: map[string]*modelChain{}, sets: map[string]*modelSet{}}
+func newTableModel(digest func(*ruleset.Element) (elemDigest, error)) *tableModel {
+	return &tableModel{chains: map[string]*modelChain{}, sets: map[string]*modelSet{}, digest: digest,
+		keys: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+}
+
+// idOf hashes an element's key fields.
+func (m *tableModel) idOf(key []ruleset.Value) elemID {
+	b := m.buf[:0]
+	for _, v := range key {
+		a := v.Addr.As16()
+		b = append(b, byte(v.Kind))
+		if v.Addr.Is4() {
+			b = append(b, 4)
+		} else {
+			b = append(b, 6)
+		}
+		b = append(b, a[:]...)
+		b = binary.BigEndian.AppendUint32(b, v.Num)
+	}
+	m.buf = b
+	return elemID{maphash.Bytes(m.keys[0], b), maphash.Bytes(m.keys[1], b)}
 }
 
 // reset starts the model over from table, every object the table holds (see Backend.apply).
@@ -65,17 +110,36 @@ func (m *tableModel) apply(ops []ruleset.Op) {
 		case *ruleset.Set:
 			m.set(o.Verb, obj)
 		case *ruleset.Element:
-			s := m.sets[obj.Set]
-			if s == nil {
-				continue
-			}
-			key := elemKeyOf(obj.Key)
-			if o.Verb == ruleset.Delete {
-				delete(s.elems, key)
-			} else {
-				s.elems[key] = obj
+			if s := m.sets[obj.Set]; s != nil {
+				m.element(s, o.Verb, obj)
 			}
 		}
+	}
+}
+
+func (m *tableModel) element(s *modelSet, verb ruleset.Verb, obj *ruleset.Element) {
+	id := m.idOf(obj.Key)
+	if old, had := s.elems[id]; had {
+		s.sum -= old.sum
+		s.pieces -= int(old.pieces)
+		delete(s.elems, id)
+		delete(s.values, id)
+	}
+	if verb == ruleset.Delete {
+		return
+	}
+	d := elemDigest{pieces: 1}
+	if m.digest != nil && !s.dynamic {
+		var err error
+		if d, err = m.digest(obj); err != nil && m.err == nil {
+			m.err = err
+		}
+	}
+	s.elems[id] = d
+	s.sum += d.sum
+	s.pieces += int(d.pieces)
+	if s.values != nil {
+		s.values[id] = obj
 	}
 }
 
@@ -84,7 +148,7 @@ func (m *tableModel) table(verb ruleset.Verb) {
 	case ruleset.Add:
 		m.exists = true
 	case ruleset.Delete:
-		m.known, m.exists = true, false
+		m.known, m.exists, m.err = true, false, nil
 		clear(m.chains)
 		clear(m.sets)
 	case ruleset.Flush:
@@ -92,7 +156,7 @@ func (m *tableModel) table(verb ruleset.Verb) {
 			c.rules = nil
 		}
 		for _, s := range m.sets {
-			clear(s.elems)
+			s.clear()
 		}
 	}
 }
@@ -120,13 +184,23 @@ func (m *tableModel) set(verb ruleset.Verb, obj *ruleset.Set) {
 			for _, f := range obj.Flags {
 				dynamic = dynamic || f == ruleset.Dynamic || f == ruleset.HasTimeout
 			}
-			m.sets[obj.Name] = &modelSet{def: obj, dynamic: dynamic, elems: map[elemKey]*ruleset.Element{}}
+			s := &modelSet{def: obj, dynamic: dynamic, elems: map[elemID]elemDigest{}}
+			if m.full {
+				s.values = map[elemID]*ruleset.Element{}
+			}
+			m.sets[obj.Name] = s
 		}
 	case ruleset.Delete:
 		delete(m.sets, obj.Name)
 	case ruleset.Flush:
 		if s := m.sets[obj.Name]; s != nil {
-			clear(s.elems)
+			s.clear()
 		}
 	}
+}
+
+func (s *modelSet) clear() {
+	clear(s.elems)
+	clear(s.values)
+	s.sum, s.pieces = 0, 0
 }

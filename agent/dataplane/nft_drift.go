@@ -26,7 +26,7 @@ func NewKernelNft(nft knftables.Interface, opts Options) (*Syncer, error) {
 	if !ok {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", opts.Family)
 	}
-	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft, fam.rs}, fam: fam, model: newTableModel()}, opts)
+	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft, fam.rs}, fam: fam, model: newTableModel(nil)}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (k *nftKernelBackend) drift(ctx context.Context) (DriftCheck, error) {
 	if err := json.Unmarshal(out, &listing); err != nil {
 		return res, fmt.Errorf("parsing nft's listing: %w", err)
 	}
-	got := &canonicalTable{exists: true, chains: map[string][]string{}, sets: map[string][]string{}}
+	got := &canonicalTable{exists: true, chains: map[string][]string{}, sets: map[string]setDigest{}}
 	rules := map[string]int{}
 	for _, o := range listing.Nftables {
 		switch {
@@ -143,12 +143,12 @@ func (k *nftKernelBackend) drift(ctx context.Context) (DriftCheck, error) {
 		case o.Rule != nil:
 			rules[o.Rule.Chain]++
 		case o.Set != nil:
-			got.sets[o.Set.Name] = make([]string, len(o.Set.Elem))
+			got.sets[o.Set.Name] = setDigest{n: len(o.Set.Elem)}
 		case o.Map != nil:
-			got.sets[o.Map.Name] = make([]string, len(o.Map.Elem))
+			got.sets[o.Map.Name] = setDigest{n: len(o.Map.Elem)}
 		}
 	}
-	want := &canonicalTable{exists: k.model.exists, chains: map[string][]string{}, sets: map[string][]string{}}
+	want := &canonicalTable{exists: k.model.exists, chains: map[string][]string{}, sets: map[string]setDigest{}}
 	for name, c := range k.model.chains {
 		want.chains[name] = nil
 		if n := len(c.rules); n != rules[name] {
@@ -156,10 +156,10 @@ func (k *nftKernelBackend) drift(ctx context.Context) (DriftCheck, error) {
 		}
 	}
 	for name, s := range k.model.sets {
-		want.sets[name] = nil
-		if !s.dynamic && len(got.sets[name]) != len(s.elems) {
+		want.sets[name] = setDigest{dynamic: s.dynamic, n: s.pieces}
+		if !s.dynamic && got.sets[name].n != len(s.elems) {
 			if _, listed := got.sets[name]; listed {
-				res.Drift = &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("set %s has %d elements, want %d", name, len(got.sets[name]), len(s.elems))}
+				res.Drift = &Drift{Kind: DriftContentChanged, Detail: fmt.Sprintf("set %s has %d elements, want %d", name, got.sets[name].n, len(s.elems))}
 			}
 		}
 	}
