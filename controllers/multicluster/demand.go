@@ -3,6 +3,8 @@ package multicluster
 import (
 	"context"
 	"maps"
+	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,17 +57,81 @@ func nodeDemand(nodes, properties client.Reader) func(ctx context.Context) map[s
 	}
 }
 
-// demandAnnotations merges the current demand into a Lease's annotations. When the demand
-// cannot be read, the last published value stays: peers keep allocating by it rather than
-// treating this member as one without clients.
-func (r *leaseRenewer) demandAnnotations(ctx context.Context, have map[string]string) map[string]string {
-	if r.demand == nil {
+// demandState is the last demand the renewer read, published by every renewal.
+type demandState struct {
+	demandMu sync.Mutex
+	// latest is every part of the demand as last read; a part that could not be read keeps its
+	// value from an earlier read.
+	latest map[string]string
+	// firstRead is closed once the first read has ended, whatever it found.
+	firstRead     chan struct{}
+	firstReadOnce sync.Once
+}
+
+func (d *demandState) firstReadDone() chan struct{} {
+	d.demandMu.Lock()
+	defer d.demandMu.Unlock()
+	if d.firstRead == nil {
+		d.firstRead = make(chan struct{})
+	}
+	return d.firstRead
+}
+
+// refreshDemand reads the demand every renew interval until ctx ends, each read bounded by the
+// interval, so a member API server that hangs delays nothing but the demand itself.
+func (r *leaseRenewer) refreshDemand(ctx context.Context) {
+	ticker := time.NewTicker(r.interval)
+	defer ticker.Stop()
+	for {
+		r.readDemand(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// readDemand reads the demand once, bounded by the renew interval, and keeps what it found.
+func (r *leaseRenewer) readDemand(ctx context.Context) {
+	readCtx, cancel := context.WithTimeout(ctx, r.interval)
+	now := r.demand(readCtx)
+	cancel()
+	r.demandMu.Lock()
+	if now != nil {
+		r.latest = mergeDemand(r.latest, now)
+	}
+	r.demandMu.Unlock()
+	r.firstReadOnce.Do(func() { close(r.firstReadDone()) })
+}
+
+// awaitDemand waits until the first read has ended, at most within.
+func (r *leaseRenewer) awaitDemand(ctx context.Context, within time.Duration) {
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	select {
+	case <-r.firstReadDone():
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+}
+
+// demandAnnotations merges the last demand read into a Lease's annotations. A part that was
+// never read keeps the last published value: peers keep allocating by it rather than treating
+// this member as one without clients.
+func (r *leaseRenewer) demandAnnotations(have map[string]string) map[string]string {
+	r.demandMu.Lock()
+	now := maps.Clone(r.latest)
+	r.demandMu.Unlock()
+	if len(now) == 0 {
 		return have
 	}
-	now := r.demand(ctx)
-	if now == nil {
-		return have
-	}
+	return mergeDemand(have, now)
+}
+
+// mergeDemand returns have with the demand now written over it; Node CPU published per worker
+// replaces the older per-zone form.
+func mergeDemand(have, now map[string]string) map[string]string {
 	out := maps.Clone(have)
 	if out == nil {
 		out = map[string]string{}

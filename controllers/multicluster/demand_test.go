@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,9 @@ func TestDemandPublishesClusterProperties(t *testing.T) {
 			return errors.New("down")
 		},
 	})
-	r := &leaseRenewer{demand: nodeDemand(nodes, failing)}
-	kept := r.demandAnnotations(context.Background(), got)
+	r := &leaseRenewer{demand: nodeDemand(nodes, failing), interval: time.Second}
+	r.readDemand(context.Background())
+	kept := r.demandAnnotations(got)
 	if kept[v1alpha1.AnnotationClusterProperties] != got[v1alpha1.AnnotationClusterProperties] {
 		t.Fatalf("a failed read dropped the published properties: %v", kept)
 	}

@@ -33,8 +33,12 @@ type leaseRenewer struct {
 	leaving         *atomic.Bool
 	log             logr.Logger
 	// demand, when set, returns the annotations that publish this member's Node CPU (see
-	// demand.go); they ride on the renewal, which is written anyway.
+	// demand.go); they ride on the renewal, which is written anyway. It reads the member's own
+	// API server, so it runs in a loop of its own (refreshDemand) and a renewal publishes the
+	// last value read: the Lease lives in the broker, and a member API server that is down or
+	// restarting must not hold its renewal back.
 	demand func(ctx context.Context) map[string]string
+	demandState
 	// first, when set, is announced on the Lease while this member publishes the exports it
 	// started with; the renewer renews at once when that ends, so peers wait no longer.
 	first *firstExports
@@ -50,6 +54,12 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 	var firstDone <-chan struct{}
 	if r.first != nil {
 		firstDone = r.first.finished
+	}
+	if r.demand != nil {
+		go r.refreshDemand(ctx)
+		// The first renewal waits, at most a renew interval, for the first read, so that a new
+		// Lease is created with the demand rather than updated with it a renewal later.
+		r.awaitDemand(ctx, r.interval)
 	}
 	failing := false
 	for {
@@ -123,7 +133,7 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 				Namespace:   r.namespace,
 				Name:        liveness.LeaseName(r.self),
 				Labels:      map[string]string{v1alpha1.LabelSourceCluster: r.self},
-				Annotations: r.announce(r.demandAnnotations(ctx, nil)),
+				Annotations: r.announce(r.demandAnnotations(nil)),
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(r.self),
@@ -142,7 +152,7 @@ func (r *leaseRenewer) renew(ctx context.Context) error {
 		lease.Labels = map[string]string{}
 	}
 	lease.Labels[v1alpha1.LabelSourceCluster] = r.self
-	lease.Annotations = r.announce(r.demandAnnotations(ctx, lease.Annotations))
+	lease.Annotations = r.announce(r.demandAnnotations(lease.Annotations))
 	lease.Spec.HolderIdentity = ptr.To(r.self)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(r.duration / time.Second))
 	lease.Spec.RenewTime = &now
