@@ -50,6 +50,8 @@ type exportReconciler struct {
 	writeTimeout    time.Duration
 	// first, when set, counts down the exports of this member's first publication.
 	first *firstExports
+	// written holds back a reconcile whose broker cache lacks its own last copy writes.
+	written *writtenSlices
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports,verbs=get;list;watch
@@ -60,7 +62,7 @@ type exportReconciler struct {
 
 func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 		// Our cache is behind a write; the newer object's event is on its way.
 		return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
 	}
@@ -108,7 +110,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	}
 
 	if err := r.publish(ctx, record); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 			return reconcile.Result{}, err
 		}
 		status := export.Status.DeepCopy()
@@ -272,7 +274,11 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	if err != nil {
 		return err
 	}
-	if err := r.applyBrokerSlices(ctx, sliceplan.Plan(desired, existing)); err != nil {
+	owner := types.NamespacedName{Namespace: record.ServiceNamespace, Name: record.ServiceName}
+	if r.written.behind(owner, existing) {
+		return errStaleCache
+	}
+	if err := r.applyBrokerSlices(ctx, owner, sliceplan.Plan(desired, existing)); err != nil {
 		return err
 	}
 
@@ -311,13 +317,18 @@ func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string
 	return list.Items, err
 }
 
-// applyBrokerSlices writes this cluster's slice copies in the broker, counting each write once
-// its outcome is known.
-func (r *exportReconciler) applyBrokerSlices(ctx context.Context, changes sliceplan.Changes) error {
-	return slicewrite.Apply(ctx, r.broker, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
-		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) {
-			brokerWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
-		})
+// applyBrokerSlices writes this cluster's slice copies of the Service owner in the broker,
+// counting each write once its outcome is known and remembering those that landed.
+func (r *exportReconciler) applyBrokerSlices(ctx context.Context, owner types.NamespacedName, changes sliceplan.Changes) error {
+	return r.written.apply(owner, changes, func(changes sliceplan.Changes, landed slicewrite.Observer[*discoveryv1.EndpointSlice]) error {
+		return slicewrite.Apply(ctx, r.broker, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+			func(op slicewrite.Op, s *discoveryv1.EndpointSlice, took time.Duration, err error) {
+				brokerWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+				if landed != nil {
+					landed(op, s, took, err)
+				}
+			})
+	})
 }
 
 // withdraw deletes this cluster's record and slice copies of a Service from the broker, as far
@@ -330,7 +341,10 @@ func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedNam
 		return false, err
 	}
 	withdrew := len(copies) > 0
-	if err := r.applyBrokerSlices(ctx, sliceplan.Plan(nil, copies)); err != nil {
+	if r.written.behind(key, copies) {
+		return withdrew, errStaleCache
+	}
+	if err := r.applyBrokerSlices(ctx, key, sliceplan.Plan(nil, copies)); err != nil {
 		return withdrew, err
 	}
 	record := &v1alpha1.ServiceExportRecord{}

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,8 @@ type importReconciler struct {
 	recorder        events.EventRecorder
 	locality        locality.Options
 	selection       locality.Selection
+	// written holds back a reconcile whose cache lacks its own last imported-slice writes.
+	written *writtenSlices
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete
@@ -53,7 +56,7 @@ type importReconciler struct {
 
 func (r *importReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	err := r.reconcile(ctx, req.NamespacedName)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 		// Our cache is behind a write; the newer object's event is on its way.
 		log.FromContext(ctx).V(1).Info("retrying after a stale read", "reason", err.Error())
 		return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
@@ -66,6 +69,9 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 	if err != nil {
 		return fmt.Errorf("reading import %s: %w", key, err)
 	}
+	if r.written.behind(key, in.Imported) {
+		return errStaleCache
+	}
 	plan := importplan.Plan(in)
 	if plan.Skip != "" {
 		log.FromContext(ctx).V(1).Info("not importing", "serviceImport", key, "reason", plan.Skip)
@@ -76,7 +82,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 		log.FromContext(ctx).V(1).Info("cluster allocation changed", "serviceImport", key,
 			"mode", res.Mode, "reason", res.Reason, "spilled", res.Spilled, "maxLoad", res.MaxLoad)
 	}
-	w := importWriter{c: r.local, recorder: r.recorder}
+	w := importWriter{c: r.local, recorder: r.recorder, written: r.written, owner: key}
 	if plan.Teardown != nil {
 		return w.teardown(ctx, key, plan.Teardown)
 	}

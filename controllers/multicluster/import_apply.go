@@ -26,6 +26,9 @@ import (
 type importWriter struct {
 	c        client.Client
 	recorder events.EventRecorder
+	// written remembers the slice writes of the import owner that landed (nil: none).
+	written *writtenSlices
+	owner   types.NamespacedName
 }
 
 // do runs one write of kind/verb on obj and counts it by its outcome.
@@ -146,13 +149,18 @@ func (w importWriter) createDerived(ctx context.Context, si *mcsv1beta1.ServiceI
 // writeSlices writes the imported slices of one ServiceImport. Each write is counted once its
 // outcome is known; an imported-slice change only when it landed.
 func (w importWriter) writeSlices(ctx context.Context, changes sliceplan.Changes) error {
-	return slicewrite.Apply(ctx, w.c, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
-		func(op slicewrite.Op, _ *discoveryv1.EndpointSlice, _ time.Duration, err error) {
-			localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
-			if err == nil {
-				importedEndpointSlices.WithLabelValues(string(op)).Inc()
-			}
-		})
+	return w.written.apply(w.owner, changes, func(changes sliceplan.Changes, landed slicewrite.Observer[*discoveryv1.EndpointSlice]) error {
+		return slicewrite.Apply(ctx, w.c, slicewrite.Changes[*discoveryv1.EndpointSlice](changes),
+			func(op slicewrite.Op, s *discoveryv1.EndpointSlice, took time.Duration, err error) {
+				localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
+				if err == nil {
+					importedEndpointSlices.WithLabelValues(string(op)).Inc()
+				}
+				if landed != nil {
+					landed(op, s, took, err)
+				}
+			})
+	})
 }
 
 // conclude writes the ServiceImport's spec and status, and announces lost clusters once the

@@ -183,7 +183,7 @@ func (w *wiring) addExports() error {
 	exports := &exportReconciler{
 		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
 		self: w.self, members: w.members, recorder: w.recorder, leaving: w.leaving, writeTimeout: w.opts.BrokerWriteTimeout,
-		first: w.first,
+		first: w.first, written: newWrittenSlices(),
 	}
 	brokerCache := w.broker.GetCache()
 	err := ctrl.NewControllerManagedBy(w.mgr).
@@ -209,6 +209,7 @@ func newImportReconciler(opts Options, self string, local, broker client.Client,
 	return &importReconciler{
 		local: local, broker: broker, brokerNamespace: opts.BrokerNamespace, self: self, members: members,
 		recorder: recorder, locality: opts.Locality, selection: opts.ClusterSelection,
+		written: newWrittenSlices(),
 	}
 }
 

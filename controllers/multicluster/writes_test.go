@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -118,7 +119,7 @@ func TestBrokerCopiesAreCreatedBeforeDeletes(t *testing.T) {
 	old := []discoveryv1.EndpointSlice{*builders.MakeImportedSlice("broker", "east.shop.old", "", "east").Obj()}
 	broker, calls := writeLog("", &old[0])
 	r := &exportReconciler{broker: broker}
-	if err := r.applyBrokerSlices(context.Background(), sliceplan.Plan([]*discoveryv1.EndpointSlice{builders.MakeImportedSlice("broker", "east.shop.new", "", "east").Obj()}, old)); err != nil {
+	if err := r.applyBrokerSlices(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web"}, sliceplan.Plan([]*discoveryv1.EndpointSlice{builders.MakeImportedSlice("broker", "east.shop.new", "", "east").Obj()}, old)); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"create east.shop.new", "delete east.shop.old"}; !slices.Equal(*calls, want) {
