@@ -52,6 +52,10 @@ type exportReconciler struct {
 	first *firstExports
 	// written holds back a reconcile whose broker cache lacks its own last copy writes.
 	written *writtenSlices
+	// outage is the member's view of the broker's reachability; a transient failure is
+	// retried without a word on the export until the outage has lasted outageGrace.
+	outage      *brokerOutage
+	outageGrace time.Duration
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports,verbs=get;list;watch
@@ -109,8 +113,24 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, err
 	}
 
-	if err := r.publish(ctx, record); err != nil {
+	err = r.publish(ctx, record)
+	if err == nil || !errors.Is(err, errStaleCache) {
+		r.outage.observe(err)
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
+			return reconcile.Result{}, err
+		}
+		if lasted := r.outage.lasted(); transient(err) && lasted < r.outageGrace {
+			// One fact of the whole member, not of this export: the renewer logs it once and
+			// the broker_reachable metric shows it. The export keeps its conditions (its last
+			// publication is still in the broker) and the change is retried with back-off.
+			logger.V(1).Info("publishing to the broker failed; retrying", "outageLasted", lasted, "reason", err.Error())
+			return reconcile.Result{}, err
+		}
+		if c := meta.FindStatusCondition(export.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady)); c != nil &&
+			c.Status == metav1.ConditionFalse && c.Reason == string(mcsv1beta1.ServiceExportReasonPending) && c.ObservedGeneration == export.Generation {
+			// Said already: a retry that fails again writes no status and no event.
 			return reconcile.Result{}, err
 		}
 		status := export.Status.DeepCopy()

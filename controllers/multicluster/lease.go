@@ -42,6 +42,8 @@ type leaseRenewer struct {
 	// first, when set, is announced on the Lease while this member publishes the exports it
 	// started with; the renewer renews at once when that ends, so peers wait no longer.
 	first *firstExports
+	// outage, when set, learns from every renewal whether the broker answers.
+	outage *brokerOutage
 }
 
 // NeedLeaderElection keeps a standby replica from renewing (and leaving) for the active one.
@@ -112,6 +114,14 @@ func (r *leaseRenewer) handOver(ctx context.Context) {
 func (r *leaseRenewer) renewCounted(ctx context.Context) error {
 	err := r.renew(ctx)
 	leaseRenewals.WithLabelValues(r.self, result(err)).Inc()
+	if ctx.Err() == nil {
+		r.outage.observe(err)
+		reachable := 1.0
+		if err != nil && transient(err) {
+			reachable = 0
+		}
+		brokerReachable.WithLabelValues(r.self).Set(reachable)
+	}
 	return err
 }
 

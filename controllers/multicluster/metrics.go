@@ -28,6 +28,10 @@ var (
 		Name: metricsPrefix + "cluster_transitions_total",
 		Help: "Peers judged lost or live again, by peer and new state.",
 	}, []string{"member", "cluster", "state"})
+	brokerReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: metricsPrefix + "broker_reachable",
+		Help: "1 while this member's last Lease renewal reached the broker, 0 while renewals fail.",
+	}, []string{"member"})
 	importedEndpointSlices = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricsPrefix + "imported_endpointslice_changes_total",
 		Help: "Imported EndpointSlices created, updated and deleted; failed writes count only in local_writes_total.",
@@ -35,7 +39,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(brokerWrites, localWrites, leaseRenewals, clusterLive, clusterTransitions, importedEndpointSlices)
+	metrics.Registry.MustRegister(brokerWrites, localWrites, leaseRenewals, clusterLive, clusterTransitions, brokerReachable, importedEndpointSlices)
 }
 
 func result(err error) string {

@@ -83,6 +83,13 @@ type Options struct {
 	// own, so a bulk sync never delays a renewal.
 	BrokerQPS   float32
 	BrokerBurst int
+	// BrokerOutageGrace is how long publishing may fail transiently (the broker unreachable,
+	// timing out or overloaded) before an export whose change it holds back turns Ready=False
+	// Pending with one BrokerWriteFailed event; until then failures are retried with back-off
+	// and shown only by the renewer's log and the broker_reachable metric. Refusals (forbidden,
+	// invalid) are reported at once, and so is every failure with 0. DefaultOptions sets
+	// DefaultBrokerOutageGrace.
+	BrokerOutageGrace time.Duration
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
@@ -117,6 +124,7 @@ func DefaultOptions() Options {
 		BrokerQPS:                DefaultBrokerQPS,
 		BrokerBurst:              DefaultBrokerBurst,
 		MaxRetryDelay:            DefaultMaxRetryDelay,
+		BrokerOutageGrace:        DefaultBrokerOutageGrace,
 		Locality:                 locality.DefaultOptions(),
 		ClusterSelection:         locality.SelectionBounded,
 		CredentialsWarning:       DefaultCredentialsWarning,

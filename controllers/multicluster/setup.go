@@ -49,7 +49,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	w := &wiring{mgr: mgr, opts: opts, self: self, leaving: &atomic.Bool{},
+	w := &wiring{mgr: mgr, opts: opts, self: self, leaving: &atomic.Bool{}, outage: newBrokerOutage(),
 		log:      mgr.GetLogger().WithName("multicluster").WithValues("member", self),
 		recorder: mgr.GetEventRecorder("fleetslice-multicluster")}
 	direct, err := w.connectBroker(ctx, cachedConfig, directConfig)
@@ -74,6 +74,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		duration: opts.LeaseDuration, interval: opts.renewEvery(), writeTimeout: opts.BrokerWriteTimeout,
 		leaveOnShutdown: opts.LeaveOnShutdown, leaving: w.leaving,
 		log: w.log.WithName("lease"), demand: nodeDemand(mgr.GetClient(), mgr.GetAPIReader()), first: w.first,
+		outage: w.outage,
 	}); err != nil {
 		return err
 	}
@@ -98,6 +99,7 @@ type wiring struct {
 	members  *membership
 	first    *firstExports
 	leaving  *atomic.Bool
+	outage   *brokerOutage
 }
 
 // brokerConfigs reads the broker kubeconfig and returns the credentials watcher and two
@@ -183,7 +185,7 @@ func (w *wiring) addExports() error {
 	exports := &exportReconciler{
 		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
 		self: w.self, members: w.members, recorder: w.recorder, leaving: w.leaving, writeTimeout: w.opts.BrokerWriteTimeout,
-		first: w.first, written: newWrittenSlices(),
+		first: w.first, written: newWrittenSlices(), outage: w.outage, outageGrace: w.opts.BrokerOutageGrace,
 	}
 	brokerCache := w.broker.GetCache()
 	err := ctrl.NewControllerManagedBy(w.mgr).
