@@ -56,6 +56,9 @@ type exportReconciler struct {
 	// retried without a word on the export until the outage has lasted outageGrace.
 	outage      *brokerOutage
 	outageGrace time.Duration
+	// refusalGrace is how long refusals of this export's publication may last, while the broker
+	// otherwise answers, before the export reports them (brokerRefusalGrace).
+	refusalGrace time.Duration
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceexports,verbs=get;list;watch
@@ -114,20 +117,25 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	}
 
 	err = r.publish(ctx, record)
-	if err == nil || !errors.Is(err, errStaleCache) {
-		r.outage.observe(err)
+	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache)) {
+		return reconcile.Result{}, err
+	}
+	if r.outage != nil {
+		lasted := r.outage.published(req.NamespacedName, err)
+		grace := r.refusalGrace
+		if transient(err) || r.outage.lasted() > 0 {
+			grace = r.outageGrace
+		}
+		if err != nil && lasted < grace {
+			// A broker outage is one fact of the whole member, not of this export: the renewer
+			// logs it once and the broker_reachable metric shows it. The export keeps its
+			// conditions (its last publication is still in the broker) and the change is
+			// retried with back-off until the failure has lasted its grace.
+			logger.V(1).Info("publishing to the broker failed; retrying", "failingFor", lasted, "reason", err.Error())
+			return reconcile.Result{}, err
+		}
 	}
 	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
-			return reconcile.Result{}, err
-		}
-		if lasted := r.outage.lasted(); transient(err) && lasted < r.outageGrace {
-			// One fact of the whole member, not of this export: the renewer logs it once and
-			// the broker_reachable metric shows it. The export keeps its conditions (its last
-			// publication is still in the broker) and the change is retried with back-off.
-			logger.V(1).Info("publishing to the broker failed; retrying", "outageLasted", lasted, "reason", err.Error())
-			return reconcile.Result{}, err
-		}
 		if c := meta.FindStatusCondition(export.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady)); c != nil &&
 			c.Status == metav1.ConditionFalse && c.Reason == string(mcsv1beta1.ServiceExportReasonPending) && c.ObservedGeneration == export.Generation {
 			// Said already: a retry that fails again writes no status and no event.

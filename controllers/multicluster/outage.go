@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // DefaultBrokerOutageGrace is how long the broker may fail transiently before the exports
@@ -13,6 +14,14 @@ import (
 // control-plane restart or upgrade takes, so that one comes and goes without a status write
 // or an event on every export that changed meanwhile.
 const DefaultBrokerOutageGrace = 2 * time.Minute
+
+// brokerRefusalGrace is how long an export's publication may be refused (forbidden, invalid,
+// not found) while the broker otherwise answers before the export reports it. A refusal that
+// persists is a mistake someone must fix (an admission policy, RBAC), reported within this
+// time; a broker's kube-apiserver that has just started refuses requests for a moment too,
+// while its authorizer and CRDs load (the quick bench saw one status flip and one event per
+// changed export right after the broker came back), and that is no news to anyone.
+const brokerRefusalGrace = 30 * time.Second
 
 // brokerOutage is this member's one view of whether the broker is reachable: the Lease renewer
 // and every broker write report to it. A transient failure (no answer, a timeout, 429, 5xx)
@@ -23,9 +32,37 @@ type brokerOutage struct {
 	mu    sync.Mutex
 	now   func() time.Time
 	since time.Time // zero: reachable
+	// refused holds, per export, when its publication was first refused since it last worked.
+	refused map[types.NamespacedName]time.Time
 }
 
-func newBrokerOutage() *brokerOutage { return &brokerOutage{now: time.Now} }
+func newBrokerOutage() *brokerOutage {
+	return &brokerOutage{now: time.Now, refused: map[types.NamespacedName]time.Time{}}
+}
+
+// published records the outcome of one export's publication and returns how long its failure
+// has lasted as the export should report it: the member-wide outage's duration while one is on
+// (a refusal then is the broker starting), else how long its refusals have lasted; zero when it
+// worked.
+func (o *brokerOutage) published(export types.NamespacedName, err error) time.Duration {
+	o.observe(err)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	switch {
+	case err == nil:
+		delete(o.refused, export)
+		return 0
+	case !o.since.IsZero():
+		delete(o.refused, export)
+		return now.Sub(o.since)
+	}
+	first, ok := o.refused[export]
+	if !ok {
+		o.refused[export], first = now, now
+	}
+	return now.Sub(first)
+}
 
 // observe records the outcome of one broker request.
 func (o *brokerOutage) observe(err error) {

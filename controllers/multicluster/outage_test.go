@@ -29,7 +29,8 @@ import (
 // export whose change it holds back keeps its conditions and gets no event, however often the
 // change is retried (the quick bench counted 2 to 3 status writes and events per changed
 // export in a 5 s outage); past the grace it turns Ready=False Pending once, with one event,
-// and a refusal that retrying cannot fix (forbidden) is reported at once.
+// and a refusal (forbidden) while the broker answers is reported once it has lasted its own
+// shorter grace.
 func TestBrokerOutageIsReportedOnExportsOnlyPastItsGrace(t *testing.T) {
 	ctx := context.Background()
 	s, err := Scheme()
@@ -74,7 +75,7 @@ func TestBrokerOutageIsReportedOnExportsOnlyPastItsGrace(t *testing.T) {
 	recorder := events.NewFakeRecorder(100)
 	r := &exportReconciler{local: local, broker: broker, brokerNamespace: "broker", self: "east", members: newMembership("east", "broker", time.Minute, broker),
 		recorder: recorder, leaving: &atomic.Bool{}, writeTimeout: 5 * time.Second, written: newWrittenSlices(),
-		outage: outage, outageGrace: time.Minute}
+		outage: outage, outageGrace: time.Minute, refusalGrace: 30 * time.Second}
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(export)}
 	ready := func() *metav1.Condition {
 		got := &mcsv1beta1.ServiceExport{}
@@ -111,15 +112,26 @@ func TestBrokerOutageIsReportedOnExportsOnlyPastItsGrace(t *testing.T) {
 		t.Fatalf("back: Ready %s, outage lasted %s; want True and over", c.Status, outage.lasted())
 	}
 
-	// A refusal is no outage: reported at once.
+	// A refusal while the broker answers is reported once it has lasted refusalGrace: a
+	// broker just started refuses for a moment (its authorizer and CRDs loading), a policy
+	// that refuses the member's writes does so for good.
 	source.Endpoints = append(source.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}})
 	if err := local.Update(ctx, source); err != nil {
 		t.Fatal(err)
 	}
 	brokerErr = apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "x", errors.New("policy"))
-	before := eventsSoFar()
+	before, writesBefore := eventsSoFar(), statusWrites
 	_, _ = r.Reconcile(ctx, req)
-	if c := ready(); c.Status != metav1.ConditionFalse || eventsSoFar() != before+1 {
-		t.Fatalf("forbidden: Ready %s with %d new events; want False at once with one event", c.Status, eventsSoFar()-before)
+	now = now.Add(20 * time.Second)
+	_, _ = r.Reconcile(ctx, req)
+	if c := ready(); c.Status != metav1.ConditionTrue || eventsSoFar() != before || statusWrites != writesBefore {
+		t.Fatalf("refused for 20 s: Ready %s with %d new events; want True and none yet", c.Status, eventsSoFar()-before)
+	}
+	now = now.Add(11 * time.Second)
+	_, _ = r.Reconcile(ctx, req)
+	_, _ = r.Reconcile(ctx, req)
+	if c := ready(); c.Status != metav1.ConditionFalse || eventsSoFar() != before+1 || statusWrites != writesBefore+1 {
+		t.Fatalf("refused for 31 s: Ready %s with %d new events and %d status writes; want False with one of each",
+			c.Status, eventsSoFar()-before, statusWrites-writesBefore)
 	}
 }

@@ -185,7 +185,7 @@ func (w *wiring) addExports() error {
 	exports := &exportReconciler{
 		local: w.mgr.GetClient(), broker: w.broker.GetClient(), brokerNamespace: w.opts.BrokerNamespace,
 		self: w.self, members: w.members, recorder: w.recorder, leaving: w.leaving, writeTimeout: w.opts.BrokerWriteTimeout,
-		first: w.first, written: newWrittenSlices(), outage: w.outage, outageGrace: w.opts.BrokerOutageGrace,
+		first: w.first, written: newWrittenSlices(), outage: w.outage, outageGrace: w.opts.BrokerOutageGrace, refusalGrace: brokerRefusalGrace,
 	}
 	brokerCache := w.broker.GetCache()
 	err := ctrl.NewControllerManagedBy(w.mgr).
