@@ -50,6 +50,10 @@ type Set struct {
 	opts     Options
 	mu       sync.Mutex
 	managers map[string]*localset.Process
+	// apiServers are the kube-apiservers StartAPIServer started again; stoppedAPIServers the
+	// command lines of those StopAPIServer stopped, by cluster name.
+	apiServers        map[string]*apiServer
+	stoppedAPIServers map[string][]string
 }
 
 // MemberID names the i-th member.
@@ -62,7 +66,7 @@ func Start(ctx context.Context, opts Options) (_ *Set, err error) {
 	if opts.Members < 2 {
 		return nil, fmt.Errorf("a ClusterSet needs at least 2 members, asked for %d", opts.Members)
 	}
-	s := &Set{opts: opts, managers: map[string]*localset.Process{}}
+	s := &Set{opts: opts, managers: map[string]*localset.Process{}, apiServers: map[string]*apiServer{}, stoppedAPIServers: map[string][]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
@@ -183,6 +187,7 @@ func (s *Set) Stop() error {
 	for _, p := range managers {
 		errs = append(errs, p.Stop(15*time.Second))
 	}
+	errs = append(errs, s.stopAPIServers())
 	var wg sync.WaitGroup
 	stopErrs := make([]error, len(s.Members)+1)
 	for i, c := range append([]*testenv.Cluster{s.Broker}, s.Members...) {
