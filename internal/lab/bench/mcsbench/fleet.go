@@ -41,6 +41,10 @@ type fleetOptions struct {
 	manager      string
 	log          io.Writer
 	seed         uint64
+
+	// changes are made in the members while the broker is down for outage.
+	changes int
+	outage  time.Duration
 }
 
 // fleet is one running measurement.
@@ -68,7 +72,7 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, set.Stop()) }()
-	f := &fleet{o: o, set: set, res: &fleetResult{Members: o.members, Services: o.services, Lease: cmp.Or(o.lease, multicluster.DefaultLeaseDuration)}}
+	f := &fleet{o: o, set: set, res: &fleetResult{Members: o.members, Services: o.services, Lease: cmp.Or(o.lease, multicluster.DefaultLeaseDuration), Outage: o.outage}}
 	f.logf("control planes up in %s", time.Since(began).Round(time.Millisecond))
 	watchCtx, stopWatches := context.WithCancel(ctx)
 	defer stopWatches()
@@ -92,6 +96,8 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		{"propagation", f.propagate},
 		{"lost member", f.loseMember},
 		{"join", f.join},
+		{"broker comeback", f.brokerComeback},
+		{"member API server restart", f.memberRestart},
 	}
 	for _, p := range phases {
 		if err := p.run(ctx); err != nil {
@@ -224,10 +230,15 @@ func (f *fleet) since(ctx context.Context, before []apimetrics.Writes) ([]apimet
 // settle waits until no API server served a write other than a Lease renewal for quiet, and
 // returns the writes since before.
 func (f *fleet) settle(ctx context.Context, before []apimetrics.Writes, quiet time.Duration) ([]apimetrics.Writes, error) {
+	return f.settleWith(ctx, func(ctx context.Context) ([]apimetrics.Writes, error) { return f.since(ctx, before) }, quiet)
+}
+
+// settleWith is settle with the writes counted by count.
+func (f *fleet) settleWith(ctx context.Context, count func(context.Context) ([]apimetrics.Writes, error), quiet time.Duration) ([]apimetrics.Writes, error) {
 	var last []apimetrics.Writes
 	lastChange := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, time.Second, f.o.timeout, true, func(ctx context.Context) (bool, error) {
-		now, err := f.since(ctx, before)
+		now, err := count(ctx)
 		if err != nil {
 			return false, err
 		}

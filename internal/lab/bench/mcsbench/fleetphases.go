@@ -36,6 +36,14 @@ type fleetResult struct {
 	// member joining: the time plain clients without a rate limit take to write the same
 	// objects (floor.go).
 	BulkFloor, JoinFloor time.Duration
+	// APIServerRestart is the first member's kube-apiserver stopped and started again while no
+	// manager ran, until it served: part of the member restart's floor.
+	APIServerRestart time.Duration
+	// BrokerComeback is the broker's kube-apiserver coming back after an outage with changes
+	// made meanwhile; MemberRestart the first member's restarting with nothing changed.
+	BrokerComeback, MemberRestart comeback
+	// Outage is how long the broker was to be down.
+	Outage time.Duration
 	// RestartWrites are the writes other than Lease renewals after every manager restarted with
 	// nothing changed; RestartLeaseWrites the renewals meanwhile.
 	RestartWrites      []apimetrics.Writes
@@ -68,14 +76,27 @@ type fleetResult struct {
 	Wall                                             time.Duration
 }
 
-// floors measures the write floors of the bulk start and of the last member joining, before
-// any manager runs.
+// floors measures, before any manager runs, the write floors of the bulk start, of the last
+// member joining and of the broker's comeback changes, and the time an API server restart takes.
 func (f *fleet) floors(ctx context.Context) error {
 	var err error
 	if f.res.BulkFloor, err = f.measureFloor(ctx, "floor-bulk", bulkFloor(f.o.members)); err != nil {
 		return err
 	}
-	f.res.JoinFloor, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1))
+	if f.res.JoinFloor, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1)); err != nil {
+		return err
+	}
+	changes, err := f.comebackChanges(f.o.changes)
+	if err != nil {
+		return err
+	}
+	if f.res.BrokerComeback.Floor, err = f.measureChangeFloor(ctx, "floor-comeback", changes); err != nil {
+		return err
+	}
+	if _, f.res.BrokerComeback.OwnStart, err = f.timeAPIServerRestart(ctx, lightset.BrokerName, 0); err != nil {
+		return err
+	}
+	f.res.APIServerRestart, f.res.MemberRestart.OwnStart, err = f.timeAPIServerRestart(ctx, f.set.IDs[0], 1)
 	return err
 }
 

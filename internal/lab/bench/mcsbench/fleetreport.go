@@ -87,7 +87,7 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 		}
 		checks = append(checks, fleetChecks(r)...)
 	}
-	return []bench.Table{scale, writes}, checks
+	return []bench.Table{scale, writes, comebackTable(runs)}, checks
 }
 
 func fleetChecks(r *fleetResult) []bench.Check {
@@ -110,7 +110,7 @@ func fleetChecks(r *fleetResult) []bench.Check {
 	if p := e2ebench.Percentile(r.JoinPropagation, 99); p > joinPropagationBound {
 		fair.Failure = fmt.Sprintf("p99 %s", p)
 	}
-	checks := []bench.Check{restart, arrived}
+	checks := append([]bench.Check{restart, arrived}, comebackChecks(r, size)...)
 	// Times are claims about full-size runs only; quick runs check what cannot depend on speed.
 	if r.Services >= fullFleetServices {
 		checks = append(checks, fair)
@@ -125,13 +125,26 @@ func fleetChecks(r *fleetResult) []bench.Check {
 func versusFloor(took, floor time.Duration) string {
 	out := took.Round(100 * time.Millisecond).String()
 	if floor > 0 {
-		out += fmt.Sprintf(" (%.2fx of %s)", took.Seconds()/floor.Seconds(), floor.Round(100*time.Millisecond))
+		out += fmt.Sprintf(" (%.2fx of %s)", took.Seconds()/floor.Seconds(), roundFloor(floor))
 	}
 	return out
 }
 
+// roundFloor keeps two digits of a floor below a second, where 100 ms steps would hide it.
+func roundFloor(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
 func floorCheck(what string, took, floor time.Duration) bench.Check {
-	c := bench.Check{Name: fmt.Sprintf("%s within %.1fx of the API servers' write floor measured in the same run", what, floorBound)}
+	return boundCheck(what, "the API servers' write floor measured in the same run", took, floor)
+}
+
+// boundCheck asserts took within floorBound times floor, which floorWhat describes.
+func boundCheck(what, floorWhat string, took, floor time.Duration) bench.Check {
+	c := bench.Check{Name: fmt.Sprintf("%s within %.1fx of %s", what, floorBound, floorWhat)}
 	if floor <= 0 || took.Seconds() > floorBound*floor.Seconds() {
 		c.Failure = fmt.Sprintf("took %s against a floor of %s", took.Round(100*time.Millisecond), floor.Round(100*time.Millisecond))
 	}

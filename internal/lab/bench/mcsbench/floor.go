@@ -75,6 +75,29 @@ func joinFloor(members, joiner int) floorWork {
 // manager does (they would import, or tear down, what it writes) and deletes what it wrote
 // afterwards, untimed.
 func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWork) (time.Duration, error) {
+	clients, err := f.floorClients(ctx, namespace)
+	if err != nil {
+		return 0, err
+	}
+	exports, err := f.floorExports(ctx, clients[1:], namespace, work)
+	if err != nil {
+		return 0, err
+	}
+	jobs := [][]floorJob{f.brokerFloorJobs(namespace, work)}
+	for m := range f.set.Members {
+		jobs = append(jobs, f.memberFloorJobs(namespace, work, m, exports[m]))
+	}
+	took, err := runAll(ctx, clients, jobs)
+	if err != nil {
+		return 0, err
+	}
+	f.logf("write floor in %s: %s", namespace, took.Round(time.Millisecond))
+	return took, cleanFloor(ctx, clients, namespace)
+}
+
+// floorClients are clients of every API server (broker first) without a rate limit, and the
+// namespace the floor writes in, created in each.
+func (f *fleet) floorClients(ctx context.Context, namespace string) ([]client.Client, error) {
 	clusters := f.clusters()
 	clients := make([]client.Client, len(clusters))
 	for i, c := range clusters {
@@ -82,33 +105,26 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 		cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
 		var err error
 		if clients[i], err = client.New(cfg, client.Options{Scheme: c.Client.Scheme()}); err != nil {
-			return 0, err
+			return nil, err
 		}
 		if err := clients[i].Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); client.IgnoreAlreadyExists(err) != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	exports, err := f.floorExports(ctx, clients[1:], namespace, work)
-	if err != nil {
-		return 0, err
-	}
+	return clients, nil
+}
+
+// runAll runs each API server's jobs (jobs[i] through clients[i]), all API servers at once, and
+// returns how long that took.
+func runAll(ctx context.Context, clients []client.Client, jobs [][]floorJob) (time.Duration, error) {
 	began := time.Now()
-	errs := make([]error, len(clusters))
+	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
-	for i := range clusters {
-		jobs := f.brokerFloorJobs(namespace, work)
-		if i > 0 {
-			jobs = f.memberFloorJobs(namespace, work, i-1, exports[i-1])
-		}
-		wg.Go(func() { errs[i] = runJobs(ctx, clients[i], jobs) })
+	for i := range clients {
+		wg.Go(func() { errs[i] = runJobs(ctx, clients[i], jobs[i]) })
 	}
 	wg.Wait()
-	took := time.Since(began)
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
-	}
-	f.logf("write floor in %s: %s", namespace, took.Round(time.Millisecond))
-	return took, cleanFloor(ctx, clients, namespace)
+	return time.Since(began), errors.Join(errs...)
 }
 
 // floorExports creates, untimed, the ServiceExports whose status the floor writes: they are

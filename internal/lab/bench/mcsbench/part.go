@@ -33,6 +33,9 @@ type settings struct {
 	fleetOnly     bool
 	fleetLease    time.Duration
 	managerArgs   []string
+	// fleetChanges are made in the light members while the broker is down for fleetOutage.
+	fleetChanges int
+	fleetOutage  time.Duration
 }
 
 var (
@@ -47,6 +50,12 @@ var (
 const (
 	fullFleetServices  = 1000
 	quickFleetServices = 30
+	// The broker's comeback: changes made while it is down, and how long it is down (issue #38:
+	// 1,000 changes queued over 60 s); quick runs keep a handful over a short outage.
+	fullFleetChanges  = 1000
+	quickFleetChanges = 10
+	fullFleetOutage   = time.Minute
+	quickFleetOutage  = 5 * time.Second
 )
 
 // Part is the `multicluster` benchmark.
@@ -71,6 +80,10 @@ func Part() bench.Part {
 				fmt.Sprintf("multicluster part: exported Services per light member (default %d, %d with --quick)", fullFleetServices, quickFleetServices))
 			fs.DurationVar(&o.fleetLease, "multicluster-fleet-lease-duration", 0, "multicluster part: light members' --cluster-lease-duration (default the manager's, 4s with --quick)")
 			fs.BoolVar(&o.fleetOnly, "multicluster-fleet-only", false, "multicluster part: run only the light ClusterSets")
+			fs.IntVar(&o.fleetChanges, "multicluster-fleet-changes", 0,
+				fmt.Sprintf("multicluster part: endpoint changes made across the light members while the broker is down (default %d, %d with --quick)", fullFleetChanges, quickFleetChanges))
+			fs.DurationVar(&o.fleetOutage, "multicluster-fleet-outage", 0,
+				fmt.Sprintf("multicluster part: how long the light set's broker is down (default %s, %s with --quick)", fullFleetOutage, quickFleetOutage))
 			fs.StringSliceVar(&o.managerArgs, "multicluster-manager-args", nil, "multicluster part: extra flags for every light member's manager (tuned runs; the headline runs use none)")
 			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
@@ -98,6 +111,13 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 	}
 	if fleetServices == 0 {
 		fleetServices = map[bool]int{false: fullFleetServices, true: quickFleetServices}[env.Quick]
+	}
+	changes, outage := o.fleetChanges, o.fleetOutage
+	if changes == 0 {
+		changes = map[bool]int{false: fullFleetChanges, true: quickFleetChanges}[env.Quick]
+	}
+	if outage == 0 {
+		outage = map[bool]time.Duration{false: fullFleetOutage, true: quickFleetOutage}[env.Quick]
 	}
 	if o.fleetOnly {
 		services = nil
@@ -139,6 +159,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		res, err := measureFleet(ctx, fleetOptions{
 			members: members, services: fleetServices, samples: min(samples, fleetServices), joinSamples: min(25, fleetServices),
 			lease: fleetLease, changeEvery: o.changeEvery, restartQuiet: 15 * time.Second, timeout: env.PhaseTimeout(o.timeout),
+			changes: changes, outage: outage,
 			managerArgs: o.managerArgs, manager: manager, log: env.Log, seed: o.seed,
 		})
 		if err != nil {
@@ -209,7 +230,7 @@ func (o *settings) report(nodes int, lease time.Duration, runs []run, fleets []*
 		fleetTabs, fleetChecks := fleetTables(fleets)
 		r.Tables = append(r.Tables, fleetTabs...)
 		r.Checks = append(r.Checks, fleetChecks...)
-		r.Notes = append(r.Notes, fleetNote(fleets[0].Lease, o.managerArgs))
+		r.Notes = append(r.Notes, fleetNote(fleets[0].Lease, o.managerArgs), comebackNote(fleets[0]))
 	}
 	r.Notes = append(r.Notes, "No other multi-cluster services implementation runs beside fleetslice here; these figures stand on their own.")
 	return r

@@ -1,0 +1,68 @@
+package mcsbench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
+	"github.com/fleetslice/fleetslice/internal/lab/lightset"
+	"github.com/fleetslice/fleetslice/internal/lab/testenv"
+)
+
+func threeMembers(services int) *fleet {
+	set := &lightset.Set{Members: make([]*testenv.Cluster, 3)}
+	for i := range set.Members {
+		set.IDs = append(set.IDs, lightset.MemberID(i))
+	}
+	return &fleet{o: fleetOptions{services: services}, set: set}
+}
+
+func TestComebackChangesSpreadOverMembersAndSpareTheLastService(t *testing.T) {
+	f := threeMembers(4)
+	changes, err := f.comebackChanges(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changes[0] != (fleetChange{0, 0}) || changes[4] != (fleetChange{1, 1}) || changes[6] != (fleetChange{0, 2}) {
+		t.Fatalf("changes = %v", changes)
+	}
+	if _, err := f.comebackChanges(10); err == nil {
+		t.Fatal("10 changes over 3 members would change the last of 4 Services")
+	}
+}
+
+func TestExpectedWritesOfChanges(t *testing.T) {
+	f := threeMembers(30)
+	got := f.expectedWrites([]fleetChange{{0, 0}, {0, 1}, {2, 0}})
+	update := apimetrics.Write{Resource: "endpointslices", Verb: "update"}
+	// broker: one copy per change; member: one imported slice per change plus its own changes.
+	for i, want := range []int{3, 5, 3, 4} {
+		if got[i].Served[update] != want || got[i].Total() != want {
+			t.Errorf("API server %d: %v, want %d slice updates", i, got[i].Served, want)
+		}
+	}
+}
+
+func TestComebackChecksNameWritesForUnchangedObjects(t *testing.T) {
+	f := threeMembers(30)
+	expected := f.expectedWrites([]fleetChange{{0, 29}})
+	withEvent := f.expectedWrites([]fleetChange{{0, 29}})
+	withEvent[2].Served[apimetrics.Write{Resource: "events", Verb: "create"}] = 2
+	delete(withEvent[0].Served, apimetrics.Write{Resource: "endpointslices", Verb: "update"})
+	r := &fleetResult{Members: 3, Services: 30,
+		BrokerComeback: comeback{Changes: 1, Writes: expected, Expected: expected, Took: time.Second, Floor: time.Second},
+		MemberRestart:  comeback{Changes: 1, Writes: withEvent, Expected: expected},
+	}
+	checks := comebackChecks(r, "3 members x 30 Services")
+	if len(checks) != 2 || !checks[0].Passed() {
+		t.Fatalf("checks %+v: want 2, the broker's passing", checks)
+	}
+	if f := checks[1].Failure; !strings.Contains(f, "broker: endpointslices update -1") || !strings.Contains(f, "member-01: events create 2") {
+		t.Fatalf("member restart failure %q does not name the missing and the extra writes", f)
+	}
+	table := comebackTable([]*fleetResult{r})
+	if len(table.Rows) != 2 || table.Rows[0][len(table.Header)-1] != "none" || table.Rows[0][4] != "1s (1.00x of 1s)" {
+		t.Fatalf("comeback rows = %v", table.Rows)
+	}
+}
