@@ -3,16 +3,11 @@ package dataplane
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
-	"hash/maphash"
 	"slices"
-	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
@@ -246,8 +241,13 @@ func (b *netlinkBackend) compareKernel(want *canonicalTable) (*Drift, error) {
 			return d, nil
 		}
 	}
+	return b.compareSets(conn, sets, want.sets)
+}
+
+// compareSets compares each set's elements with the model's digest of them.
+func (b *netlinkBackend) compareSets(conn *nftables.Conn, sets []*nftables.Set, want map[string]setDigest) (*Drift, error) {
 	for _, s := range sets {
-		w := want.sets[s.Name]
+		w := want[s.Name]
 		if s.HasTimeout || s.Dynamic || w.dynamic {
 			// Packets fill the affinity sets; only their existence is the agent's.
 			if (s.HasTimeout || s.Dynamic) != w.dynamic {
@@ -337,180 +337,6 @@ func (b *netlinkBackend) expected() (*canonicalTable, error) {
 		out.sets[name] = setDigest{dynamic: s.dynamic, sum: s.sum, n: s.pieces}
 	}
 	return out, nil
-}
-
-// verdictFromData decodes a verdict map's element data, which the nftables library returns
-// as the kernel's attributes (a code, then for jump and goto a chain) instead of a Verdict.
-func verdictFromData(data []byte) *expr.Verdict {
-	v := &expr.Verdict{}
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return v
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_VERDICT_CODE:
-			v.Kind = expr.VerdictKind(int32(ad.Uint32()))
-		case unix.NFTA_VERDICT_CHAIN:
-			v.Chain = ad.String()
-		}
-	}
-	return v
-}
-
-func hookLine(c *nftables.Chain) string {
-	if c.Hooknum == nil {
-		return "regular"
-	}
-	prio := int32(0)
-	if c.Priority != nil {
-		prio = int32(*c.Priority)
-	}
-	return fmt.Sprintf("type %s hook %d priority %d", c.Type, uint32(*c.Hooknum), prio)
-}
-
-func exprLine(fam byte, exprs []expr.Any) (string, error) {
-	var sb strings.Builder
-	for _, e := range exprs {
-		data, err := expr.Marshal(fam, normalizeExpr(e))
-		if err != nil {
-			return "", fmt.Errorf("encoding %T: %w", e, err)
-		}
-		sb.WriteString(hex.EncodeToString(data))
-		sb.WriteByte(' ')
-	}
-	return sb.String(), nil
-}
-
-// normalizeExpr spells an expression as the kernel lists it back. The kernel keeps registers
-// as 32-bit slots and lists a 32-bit register that starts a 128-bit one under the 128-bit
-// number (NFT_REG32_04 as NFT_REG_2); a NAT statement given only a minimum address or port
-// lists that value as its maximum too, with the port flagged as specified.
-func normalizeExpr(e expr.Any) expr.Any {
-	switch x := e.(type) {
-	case *expr.NAT:
-		n := *x
-		if n.RegAddrMax == 0 {
-			n.RegAddrMax = n.RegAddrMin
-		}
-		if n.RegProtoMax == 0 {
-			n.RegProtoMax = n.RegProtoMin
-		}
-		n.Specified = n.Specified || n.RegProtoMin != 0
-		n.RegAddrMin, n.RegAddrMax = listedRegister(n.RegAddrMin), listedRegister(n.RegAddrMax)
-		n.RegProtoMin, n.RegProtoMax = listedRegister(n.RegProtoMin), listedRegister(n.RegProtoMax)
-		return &n
-	case *expr.Meta:
-		m := *x
-		m.Register = listedRegister(m.Register)
-		return &m
-	case *expr.Ct:
-		c := *x
-		c.Register = listedRegister(c.Register)
-		return &c
-	case *expr.Payload:
-		p := *x
-		p.DestRegister, p.SourceRegister = listedRegister(p.DestRegister), listedRegister(p.SourceRegister)
-		return &p
-	case *expr.Immediate:
-		i := *x
-		i.Register = listedRegister(i.Register)
-		return &i
-	case *expr.Cmp:
-		c := *x
-		c.Register = listedRegister(c.Register)
-		return &c
-	case *expr.Lookup:
-		l := *x
-		l.SourceRegister, l.DestRegister = listedRegister(l.SourceRegister), listedRegister(l.DestRegister)
-		return &l
-	case *expr.Bitwise:
-		b := *x
-		b.SourceRegister, b.DestRegister = listedRegister(b.SourceRegister), listedRegister(b.DestRegister)
-		return &b
-	case *expr.Numgen:
-		n := *x
-		n.Register = listedRegister(n.Register)
-		return &n
-	case *expr.Dynset:
-		d := *x
-		d.SrcRegKey, d.SrcRegData = listedRegister(d.SrcRegKey), listedRegister(d.SrcRegData)
-		return &d
-	}
-	return e
-}
-
-// listedRegister is the number the kernel lists for register r (see nft_parse_register and
-// nft_dump_register in net/netfilter/nf_tables_api.c).
-func listedRegister(r uint32) uint32 {
-	const per128 = 4 // 32-bit slots in a 128-bit register
-	var slot uint32
-	switch {
-	case r >= unix.NFT_REG_1 && r <= unix.NFT_REG_4:
-		slot = r * per128
-	case r >= unix.NFT_REG32_00:
-		slot = r + per128 - unix.NFT_REG32_00
-	default:
-		return r // the verdict register
-	}
-	if slot%per128 == 0 {
-		return slot / per128
-	}
-	return slot - per128 + unix.NFT_REG32_00
-}
-
-// elementDigest is the digest of e as the kernel will hold it: the sum of its kernel elements'
-// digests under the set's type, as the last accepted batches defined it.
-func (b *netlinkBackend) elementDigest(e *ruleset.Element) (elemDigest, error) {
-	d := b.sets[e.Set]
-	if d == nil {
-		return elemDigest{}, fmt.Errorf("no type for set %s", e.Set)
-	}
-	enc, err := d.Encode(e, false)
-	if err != nil {
-		return elemDigest{}, fmt.Errorf("set %s: %w", e.Set, err)
-	}
-	var out elemDigest
-	for i := range enc {
-		out.sum += b.kernelElementDigest(&enc[i])
-		out.pieces++
-	}
-	return out, nil
-}
-
-// kernelElementDigest hashes what decides packets of one kernel element: its key, key end,
-// data or verdict, and whether it ends an interval. A set's digest is the sum of its elements'
-// (a multiset hash: order does not matter, and the model updates it per element); with a
-// per-process seed, two different sets of elements sum alike with a chance of about 2^-64.
-func (b *netlinkBackend) kernelElementDigest(e *nftables.SetElement) uint64 {
-	var h maphash.Hash
-	h.SetSeed(b.seed)
-	field := func(p []byte) {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(p)))
-		h.Write(n[:])
-		h.Write(p)
-	}
-	field(e.Key)
-	field(e.KeyEnd)
-	field(e.Val)
-	switch {
-	case e.VerdictData != nil:
-		h.WriteByte(1)
-		var k [8]byte
-		binary.BigEndian.PutUint64(k[:], uint64(e.VerdictData.Kind))
-		h.Write(k[:])
-		h.WriteString(e.VerdictData.Chain)
-	default:
-		h.WriteByte(0)
-	}
-	if e.IntervalEnd {
-		h.WriteByte(1)
-	} else {
-		h.WriteByte(0)
-	}
-	return h.Sum64()
 }
 
 // Compile-time check: only the netlink backend reads tables back.

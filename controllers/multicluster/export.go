@@ -136,24 +136,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 		}
 	}
 	if err != nil {
-		if c := meta.FindStatusCondition(export.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady)); c != nil &&
-			c.Status == metav1.ConditionFalse && c.Reason == string(mcsv1beta1.ServiceExportReasonPending) && c.ObservedGeneration == export.Generation {
-			// Said already: a retry that fails again writes no status and no event.
-			return reconcile.Result{}, err
-		}
-		status := export.Status.DeepCopy()
-		setValid(status, export.Generation, nil)
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-			Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse,
-			Reason:             string(mcsv1beta1.ServiceExportReasonPending),
-			Message:            "Publishing to the broker failed, retrying: " + err.Error(),
-			ObservedGeneration: export.Generation,
-		})
-		if statusErr := r.writeStatus(ctx, export, status); statusErr != nil {
-			logger.Error(statusErr, "recording a failed publication")
-		}
-		r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonBrokerWriteError, "Publish", "Publishing to the broker failed: %v", err)
-		return reconcile.Result{}, err
+		return reconcile.Result{}, r.reportPublishFailure(ctx, export, err)
 	}
 
 	conflict := r.conflictOf(ctx, record)
@@ -169,6 +152,31 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	cond.ObservedGeneration = export.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
 	return reconcile.Result{}, r.writeStatus(ctx, export, status)
+}
+
+// reportPublishFailure says on the export, once per generation, that its publication failed
+// and is being retried: a Pending Ready condition and a warning event. It returns err, so the
+// failure is retried with back-off.
+func (r *exportReconciler) reportPublishFailure(ctx context.Context, export *mcsv1beta1.ServiceExport, err error) error {
+	logger := log.FromContext(ctx)
+	if c := meta.FindStatusCondition(export.Status.Conditions, string(mcsv1beta1.ServiceExportConditionReady)); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == string(mcsv1beta1.ServiceExportReasonPending) && c.ObservedGeneration == export.Generation {
+		// Said already: a retry that fails again writes no status and no event.
+		return err
+	}
+	status := export.Status.DeepCopy()
+	setValid(status, export.Generation, nil)
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: string(mcsv1beta1.ServiceExportConditionReady), Status: metav1.ConditionFalse,
+		Reason:             string(mcsv1beta1.ServiceExportReasonPending),
+		Message:            "Publishing to the broker failed, retrying: " + err.Error(),
+		ObservedGeneration: export.Generation,
+	})
+	if statusErr := r.writeStatus(ctx, export, status); statusErr != nil {
+		logger.Error(statusErr, "recording a failed publication")
+	}
+	r.recorder.Eventf(export, nil, corev1.EventTypeWarning, ReasonBrokerWriteError, "Publish", "Publishing to the broker failed: %v", err)
+	return err
 }
 
 // conflictOf merges this export's record with the live peers' records of the same Service.
