@@ -115,7 +115,7 @@ func countRemoved(written map[string]*serviceRecord, desired []desiredService) i
 
 func newRecord(d *desiredService, objs *serviceObjects) *serviceRecord {
 	rec := &serviceRecord{fingerprint: d.fingerprint, raw: d.raw, claims: d.claims,
-		affinity: objs.affinity, entries: objs.entries, hairpin: objs.hairpin}
+		affinity: objs.affinity, svc: d.svc}
 	for _, c := range objs.picks {
 		rec.picks = append(rec.picks, c.name)
 	}

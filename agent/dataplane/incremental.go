@@ -11,8 +11,10 @@ import (
 
 // change is one Service whose objects a sync rewrites or removes.
 type change struct {
-	key  string
-	old  *serviceRecord // nil for a new Service
+	key string
+	old *serviceRecord // nil for a new Service
+	// was is old's objects, rendered again from old.svc; nil for a new Service.
+	was  *serviceObjects
 	objs *serviceObjects
 	rec  *serviceRecord // nil for a removed Service
 }
@@ -42,11 +44,12 @@ func (pl *planner) diff(st *state, desired []desiredService, removed []string) d
 			continue
 		}
 		objs := renderService(&ds.svc, pl.fam)
-		d.changes = append(d.changes, change{key: ds.key, old: old, objs: &objs, rec: newRecord(ds, &objs)})
+		d.changes = append(d.changes, change{key: ds.key, old: old, was: pl.renderWritten(old), objs: &objs, rec: newRecord(ds, &objs)})
 	}
 	d.changed = len(d.changes)
 	for _, key := range removed {
-		d.changes = append(d.changes, change{key: key, old: st.written[key]})
+		old := st.written[key]
+		d.changes = append(d.changes, change{key: key, old: old, was: pl.renderWritten(old)})
 	}
 	d.removed = len(removed)
 	slices.SortFunc(d.changes, func(a, b change) int { return cmp.Compare(a.key, b.key) })
@@ -118,8 +121,8 @@ func (inc *incremental) count() {
 	inc.hairpin, inc.hairpinKeys = maps.Clone(inc.st.hairpinRefs), map[string]hairpinKey{}
 	inc.pickRefs = maps.Clone(inc.st.pickRefs)
 	var gone, come []affinityMap
-	tally := func(rec *serviceRecord, by int) {
-		for _, k := range rec.hairpin {
+	tally := func(rec *serviceRecord, objs *serviceObjects, by int) {
+		for _, k := range objs.hairpin {
 			id := k.id()
 			inc.hairpin[id] += by
 			inc.hairpinKeys[id] = k
@@ -130,11 +133,11 @@ func (inc *incremental) count() {
 	}
 	for _, c := range inc.changes {
 		if c.old != nil {
-			tally(c.old, -1)
+			tally(c.old, c.was, -1)
 			gone = append(gone, c.old.affinity...)
 		}
 		if c.rec != nil {
-			tally(c.rec, +1)
+			tally(c.rec, c.objs, +1)
 			come = append(come, c.rec.affinity...)
 		}
 	}
@@ -153,8 +156,8 @@ func (inc *incremental) deleteElements() {
 		if c.old == nil {
 			continue
 		}
-		keep := entryValues(c.rec)
-		for _, e := range c.old.entries {
+		keep := entryValues(c.objs)
+		for _, e := range c.was.entries {
 			if v, ok := keep[e.id()]; !ok || v != e.written() {
 				inc.tx.Delete(e.element())
 			}
@@ -270,8 +273,8 @@ func (inc *incremental) addElements() {
 		if c.rec == nil {
 			continue
 		}
-		had := entryValues(c.old)
-		for _, e := range c.rec.entries {
+		had := entryValues(c.was)
+		for _, e := range c.objs.entries {
 			if v, ok := had[e.id()]; !ok || v != e.written() {
 				inc.tx.Add(e.element())
 			}
@@ -347,12 +350,22 @@ func (pl *planner) staleDue(st *state, now time.Time) bool {
 	return false
 }
 
-func entryValues(rec *serviceRecord) map[entryID]entryWritten {
+// renderWritten renders a written Service's objects again, as they were written: rendering is
+// a pure function of the normalized Service and the family.
+func (pl *planner) renderWritten(rec *serviceRecord) *serviceObjects {
 	if rec == nil {
 		return nil
 	}
-	out := make(map[entryID]entryWritten, len(rec.entries))
-	for _, e := range rec.entries {
+	objs := renderService(&rec.svc, pl.fam)
+	return &objs
+}
+
+func entryValues(objs *serviceObjects) map[entryID]entryWritten {
+	if objs == nil {
+		return nil
+	}
+	out := make(map[entryID]entryWritten, len(objs.entries))
+	for _, e := range objs.entries {
 		out[e.id()] = e.written()
 	}
 	return out

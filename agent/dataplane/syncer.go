@@ -149,8 +149,10 @@ type serviceRecord struct {
 	chainSums []uint64 // of each chain's rules, see chainContent.sum
 	affinity  []affinityMap
 	picks     []string // shared pick chains its entries lead to
-	entries   []mapEntry
-	hairpin   []hairpinKey
+	// svc is the normalized Service as written. Its map and hairpin elements are rendered
+	// from it again when it changes or goes: they are many times its size (see docs/agent.md,
+	// Memory).
+	svc Service
 }
 
 // New returns a Syncer that writes through nft, which must have been created
