@@ -182,11 +182,13 @@ func (o *serviceObjects) pick(kind pickKind, p Port, eps []Endpoint) string {
 // appendPicks adds the elements key . i -> endpoint: an endpoint of weight w fills w consecutive
 // indexes, so numgen, picking one index uniformly, sends it w of every N new connections.
 func appendPicks(entries []mapEntry, mapName string, key []ruleset.Value, eps []Endpoint) []mapEntry {
+	var k entryKey
+	n := copy(k[:], key)
 	i := 0
 	for _, ep := range eps {
 		value := entryValue{endpoint: ep.Addr}
 		for range max(ep.Weight, 1) {
-			k := keyOf(append(append(make([]ruleset.Value, 0, 3), key...), ruleset.Index(i))...)
+			k[n] = ruleset.Index(i)
 			entries = append(entries, mapEntry{mapName: mapName, key: k, value: value})
 			i++
 		}

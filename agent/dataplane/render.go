@@ -151,6 +151,7 @@ func renderService(svc *Service, fam family) serviceObjects {
 	if svc.AffinityTimeout > 0 {
 		out.timeout = svc.AffinityTimeout
 	}
+	out.entries = make([]mapEntry, 0, entriesAtMost(svc))
 	for _, p := range svc.Ports {
 		reachable := p.Endpoints
 		if p.ExternalLocal && p.NodePort != 0 {
@@ -164,6 +165,19 @@ func renderService(svc *Service, fam family) serviceObjects {
 		}
 	}
 	return out
+}
+
+// entriesAtMost bounds the map elements renderService writes for svc, so that the elements of a
+// Service with many endpoints are allocated once rather than through every size on their way.
+func entriesAtMost(svc *Service) int {
+	n := 0
+	for _, p := range svc.Ports {
+		n += len(svc.ClusterIPs) * (2 + totalWeight(p.Endpoints))
+		if p.NodePort != 0 {
+			n += 1 + totalWeight(p.Endpoints) + totalWeight(p.ExternalEndpoints)
+		}
+	}
+	return n
 }
 
 func unionEndpoints(a, b []Endpoint) []Endpoint {

@@ -312,3 +312,22 @@ func TestObjectNamesStableAndBounded(t *testing.T) {
 		t.Errorf("sanitize = %q", got)
 	}
 }
+
+// A Service's map elements are allocated once: entriesAtMost bounds what renderService writes,
+// for every rendering branch and for weighted endpoints, so the slice never regrows.
+func TestRenderedEntriesFitTheirBound(t *testing.T) {
+	weighted := tcpService("shop", "weighted", "10.96.0.60", 80, "10.244.1.1:80", "10.244.2.1:80")
+	weighted.Ports[0].Endpoints[0].Weight = 3
+	weighted.Ports[0].NodePort = 30060
+	world, _ := initialWorld(40)
+	for _, svc := range append(append(goldenServices(), weighted), world...) {
+		norm, ok, err := normalize(svc, ipv4)
+		if err != nil || !ok {
+			t.Fatalf("%s: normalize: ok=%v err=%v", svc.Key(), ok, err)
+		}
+		objs := renderService(&norm, ipv4)
+		if bound := entriesAtMost(&norm); cap(objs.entries) != bound || len(objs.entries) == 0 {
+			t.Errorf("%s: %d elements in a slice of capacity %d, bound %d", svc.Key(), len(objs.entries), cap(objs.entries), bound)
+		}
+	}
+}
