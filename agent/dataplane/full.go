@@ -86,6 +86,9 @@ func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredServ
 		for _, e := range objs.entries {
 			tx.Add(e.element())
 		}
+		// The transaction holds them now; every Service's at once would be a second copy of
+		// the table at its largest moment (see docs/agent.md, Memory).
+		objs.entries = nil
 		for _, k := range objs.hairpin {
 			id := k.id()
 			next.hairpinRefs[id]++
