@@ -149,10 +149,13 @@ const (
 )
 
 // Value is one field of an element's key or data. It is comparable, so keys can index maps.
+//
+// Kind comes last so that the struct packs into 32 bytes: a table holds hundreds of thousands
+// of elements of up to three Values each.
 type Value struct {
-	Kind ValueKind
 	Addr netip.Addr // AddrValue, PrefixValue
 	Num  uint32     // PortValue, IndexValue, ProtoValue (the IP protocol number), PrefixValue (bits)
+	Kind ValueKind
 }
 
 func Addr(a netip.Addr) Value { return Value{Kind: AddrValue, Addr: a} }
