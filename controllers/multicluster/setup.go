@@ -28,6 +28,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/brokercreds"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 )
 
 // Setup adds the multi-cluster controllers of this member to mgr: a cache of the broker
@@ -138,10 +139,18 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 	if err != nil {
 		return nil, err
 	}
+	direct, err := client.New(directConfig, client.Options{Scheme: brokerScheme})
+	if err != nil {
+		return nil, fmt.Errorf("broker client: %w", err)
+	}
+	lease := client.ObjectKey{Namespace: w.opts.BrokerNamespace, Name: liveness.LeaseName(w.self)}
+	gate := &reconnectGate{interval: DefaultReconnectProbeInterval, answered: w.outage.observe,
+		probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
 	w.broker, err = cluster.New(cachedConfig, func(o *cluster.Options) {
 		o.Scheme = brokerScheme
 		o.Logger = w.log.WithName("broker")
 		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
+		o.Cache.NewInformer = gate.newGatedInformer
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker cluster: %w", err)
@@ -151,10 +160,6 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 	}
 	if err := addIndexes(ctx, w.mgr.GetFieldIndexer(), w.broker.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("field indexes: %w", err)
-	}
-	direct, err := client.New(directConfig, client.Options{Scheme: brokerScheme})
-	if err != nil {
-		return nil, fmt.Errorf("broker client: %w", err)
 	}
 	return direct, nil
 }
