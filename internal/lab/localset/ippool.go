@@ -18,6 +18,9 @@ import (
 // address (seen in test/tiers: "route add 10.3.0.1/32: File exists", one web Pod never ran).
 // Once a pool exists, kwok hands out its addresses under the pool's own lock.
 func warmIPPools(ctx context.Context, c client.Client, nodes []string) error {
+	if err := waitServiceAccount(ctx, c, metav1.NamespaceDefault); err != nil {
+		return err
+	}
 	pods := make([]*corev1.Pod, 0, len(nodes))
 	for _, node := range nodes {
 		pod := &corev1.Pod{
@@ -44,6 +47,21 @@ func warmIPPools(ctx context.Context, c client.Client, nodes []string) error {
 		if err := client.IgnoreNotFound(c.Delete(ctx, pod, client.GracePeriodSeconds(0))); err != nil {
 			return fmt.Errorf("deleting %s: %w", pod.Name, err)
 		}
+	}
+	return nil
+}
+
+// waitServiceAccount waits for the controller-manager to create namespace's default
+// ServiceAccount: until it has, the API server's ServiceAccount admission refuses every Pod
+// there (a fresh cluster's first Pods met "serviceaccount \"default\" not found" in a loaded
+// make test).
+func waitServiceAccount(ctx context.Context, c client.Client, namespace string) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the ServiceAccount %s/default: %w", namespace, err)
 	}
 	return nil
 }
