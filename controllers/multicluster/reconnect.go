@@ -61,14 +61,18 @@ func (g *reconnectGate) wait(ctx context.Context) error {
 	}
 }
 
+// waiting is how many lists and watches wait at the gate.
+func (g *reconnectGate) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiters
+}
+
 func (g *reconnectGate) probeUntilAnswered(back chan struct{}) {
 	t := time.NewTicker(g.interval)
 	defer t.Stop()
 	for range t.C {
-		g.mu.Lock()
-		alone := g.waiters == 0
-		g.mu.Unlock()
-		if alone {
+		if g.waiting() == 0 {
 			break
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(g.interval, time.Second))

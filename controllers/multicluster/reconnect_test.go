@@ -68,9 +68,9 @@ func TestReconnectGateReleasesEveryWaiterOnceTheBrokerAnswers(t *testing.T) {
 			released.Add(1)
 		})
 	}
-	for f.probes.Load() < 5 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Every waiter at the gate before the broker answers, however slowly the goroutines start:
+	// one that came later would start a prober of its own.
+	waitFor(t, "five waiters and five probes", func() bool { return g.waiting() == 5 && f.probes.Load() >= 5 })
 	if n := released.Load(); n != 0 {
 		t.Fatalf("%d waiters went on while the broker did not answer", n)
 	}
@@ -106,7 +106,11 @@ func TestReconnectGateStopsProbingWhenNobodyWaits(t *testing.T) {
 	if err := <-done; err != context.Canceled {
 		t.Fatalf("wait = %v, want context.Canceled", err)
 	}
-	time.Sleep(5 * g.interval)
+	waitFor(t, "the prober's end", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.back == nil
+	})
 	stopped := f.probes.Load()
 	time.Sleep(10 * g.interval)
 	if n := f.probes.Load() - stopped; n != 0 {
@@ -142,7 +146,9 @@ type fakeListerWatcher struct {
 	mu     sync.Mutex
 	items  []corev1.ConfigMap
 	w      *watch.FakeWatcher
-	calls  atomic.Int64
+	// watched is when the current watch began.
+	watched time.Time
+	calls   atomic.Int64
 }
 
 func (l *fakeListerWatcher) List(metav1.ListOptions) (runtime.Object, error) {
@@ -162,7 +168,7 @@ func (l *fakeListerWatcher) Watch(metav1.ListOptions) (watch.Interface, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.w = watch.NewFakeWithChanSize(10, false)
+	l.w, l.watched = watch.NewFakeWithChanSize(10, false), time.Now()
 	return l.w, nil
 }
 
@@ -196,9 +202,17 @@ func TestBrokerCacheWaitsOutAnOutageWithoutAReflectorFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go inf.Run(ctx.Done())
-	waitFor(t, "the first sync", inf.HasSynced)
-	// Let the watch outlive the reflector's "very short watch" check (1 s), as a real one does.
-	time.Sleep(1100 * time.Millisecond)
+	waitFor(t, "the first sync and watch", func() bool {
+		lw.mu.Lock()
+		defer lw.mu.Unlock()
+		return inf.HasSynced() && lw.w != nil
+	})
+	// Let the watch outlive the reflector's "very short watch" check (1 s from its start), as a
+	// real one does.
+	lw.mu.Lock()
+	watched := lw.watched
+	lw.mu.Unlock()
+	time.Sleep(time.Until(watched.Add(1100 * time.Millisecond)))
 
 	lw.cut()
 	waitFor(t, "probes while the broker is down", func() bool { return f.probes.Load() >= 5 })
