@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,28 @@ func webContainer(member, pod string) corev1.Container {
 	}
 }
 
+// waitProbedReady waits, with the pod network, until every web Pod's readiness probe passed and
+// its runtime wrote it Ready. kwok marks a Pod Ready when it places it and the runtime then
+// writes it not ready until its listener answers, so before this the first step could see an
+// allocation made from kwok's Ready, and requests counted under it could meet the flip (an
+// answer from c2 while c1's rules said all at home).
+func waitProbedReady(ctx SpecContext, ns string) {
+	GinkgoHelper()
+	if network == nil {
+		return
+	}
+	for _, m := range clusterSet.Members {
+		Eventually(func(g Gomega) {
+			names, err := localsettest.PodNames(ctx, clients[m], ns, "web")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(names).To(HaveLen(3))
+			for _, name := range names {
+				g.Expect(network.Runtimes[m].ProbedReady(ns, name)).To(BeTrue(), "%s's Pod %s/%s passed its probe", m, ns, name)
+			}
+		}).WithContext(ctx).Should(Succeed())
+	}
+}
+
 // createClients runs a client Pod in every member that only sleeps (with the pod network,
 // requests are sent from its network namespace) and waits until each has an address.
 func createClients(ctx SpecContext) {
@@ -82,7 +105,7 @@ func createClients(ctx SpecContext) {
 // countRequests checks a step's rows on the real data path. For each member it waits until the
 // real agent of its Node has programmed its row (by cluster, within 0.5%, as the dry-run agents'
 // rules are checked), sends requestsPerMember requests from its client Pod to the web tier's
-// ClusterSet IP (the members at once), checks that the rules did not move meanwhile, and checks
+// ClusterSet IP (the members at once), counts again if the rules moved meanwhile, and checks
 // each cluster's count of answers against its share of those rules with countsFit.
 func countRequests(ctx SpecContext, ns string, s tierStep) {
 	GinkgoHelper()
@@ -100,21 +123,36 @@ func countRequests(ctx SpecContext, ns string, s tierStep) {
 			g.Expect(ok).To(BeTrue(), "%s's client Pod runs", m)
 			clientNetns[i] = sb.Netns
 		}).WithContext(ctx).Should(Succeed())
-		node := agents[m].node
-		Eventually(func(g Gomega) {
-			rules[i] = kernelClusterShares(ctx, g, ns, m, ips[i])
-			g.Expect(rules[i]).To(sharesNear(s.want[m], 0.005), "the real agent of %s", node)
-		}).WithContext(ctx).Should(Succeed(), "%s", network.Agents[node].Describe(20))
 	}
+	awaitRules := func() {
+		for i, m := range members {
+			node := agents[m].node
+			Eventually(func(g Gomega) {
+				rules[i] = kernelClusterShares(ctx, g, ns, m, ips[i])
+				g.Expect(rules[i]).To(sharesNear(s.want[m], 0.005), "the real agent of %s", node)
+			}).WithContext(ctx).Should(Succeed(), "%s", network.Agents[node].Describe(20))
+		}
+	}
+	awaitRules()
 
-	begin := time.Now()
-	counts, retried, errs := make([]map[string]int, len(members)), make([]int, len(members)), make([]error, len(members))
-	var wg sync.WaitGroup
-	for i := range members {
-		wg.Go(func() { counts[i], retried[i], errs[i] = ask(clientNetns[i], addrs[i], requestsPerMember) })
+	var counts []map[string]int
+	var retried []int
+	var errs []error
+	var took time.Duration
+	for attempt := 1; ; attempt++ {
+		begin := time.Now()
+		var moved string
+		counts, retried, errs, moved = askWhileWatching(ctx, ns, clientNetns, addrs, ips, rules)
+		took = time.Since(begin)
+		if moved == "" {
+			break
+		}
+		// Not the data path's fault: the rules the counts are judged against changed while they
+		// were sent (and maybe back, which the check after the requests alone would miss).
+		Expect(attempt).To(BeNumerically("<", 3), "the real agents' rules kept moving while requests were counted: %s", moved)
+		GinkgoWriter.Printf("%s: rules moved while counting (%s); counting again\n", s.name, moved)
+		awaitRules()
 	}
-	wg.Wait()
-	took := time.Since(begin)
 
 	for i, m := range members {
 		Expect(errs[i]).NotTo(HaveOccurred(), "requests from %s's client to %s", m, addrs[i])
@@ -133,16 +171,64 @@ func countRequests(ctx SpecContext, ns string, s tierStep) {
 	GinkgoWriter.Printf("%s: %d requests counted in %s\n", s.name, len(members)*requestsPerMember, took.Round(10*time.Millisecond))
 }
 
+// askWhileWatching sends every member's requests at once and, until they are answered, reads the
+// real agents' rules every 100 ms: moved says how they differed from rules, if they did.
+func askWhileWatching(ctx SpecContext, ns string, clientNetns, addrs, ips []string, rules []map[string]float64) (
+	counts []map[string]int, retried []int, errs []error, moved string) {
+	members := clusterSet.Members
+	counts, retried, errs = make([]map[string]int, len(members)), make([]int, len(members)), make([]error, len(members))
+	done := make(chan struct{})
+	watched := make(chan string, 1)
+	go func() {
+		var first string
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for i, m := range members {
+				got, err := kernelSharesOf(ctx, ns, m, ips[i])
+				if first == "" && err == nil && !maps.Equal(got, rules[i]) {
+					first = fmt.Sprintf("%s's were %s", m, formatShares(got))
+				}
+			}
+			select {
+			case <-done:
+				watched <- first
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range members {
+		wg.Go(func() { counts[i], retried[i], errs[i] = ask(clientNetns[i], addrs[i], requestsPerMember) })
+	}
+	wg.Wait()
+	close(done)
+	return counts, retried, errs, <-watched
+}
+
 // kernelClusterShares is the share of new connections to ip:80 that the real agent of member's
 // Node sends to each cluster, by what it programmed into nftables.
 func kernelClusterShares(ctx SpecContext, g Gomega, ns, member, ip string) map[string]float64 {
+	shares, err := kernelSharesOf(ctx, ns, member, ip)
+	g.Expect(err).NotTo(HaveOccurred())
+	return shares
+}
+
+func kernelSharesOf(ctx context.Context, ns, member, ip string) (map[string]float64, error) {
 	node := network.Network.Node(member, agents[member].node)
-	g.Expect(node).NotTo(BeNil(), "the pod network has %s's Node %s", member, agents[member].node)
+	if node == nil {
+		return nil, fmt.Errorf("the pod network has no Node %s in %s", agents[member].node, member)
+	}
 	endpoints, err := localsettest.KernelEndpointShares(ctx, node.Netns, ip, 80)
-	g.Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		return nil, err
+	}
 	clusterOf, err := localsettest.PodClusters(ctx, clients, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	return localsettest.ClusterShares(endpoints, clusterOf)
+	if err != nil {
+		return nil, err
+	}
+	return localsettest.ClusterShares(endpoints, clusterOf), nil
 }
 
 // maxRetries bounds the requests of one batch nobody answered, each sent again: an unanswered

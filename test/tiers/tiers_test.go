@@ -77,6 +77,7 @@ var _ = Describe("locality in tiers across three members in two regions", Ordere
 				owner[p.Status.PodIP] = p.Namespace + "/" + p.Name
 			}
 		}
+		waitProbedReady(ctx, ns)
 	}, NodeTimeout(3*time.Minute))
 
 	It("reports each member's own results on its ServiceImport", func(ctx SpecContext) {

@@ -80,7 +80,7 @@ func (r *Runtime) writeReadiness(ctx context.Context, pod *corev1.Pod, p *runnin
 	}
 	r.mu.Unlock()
 	pods := r.Client.CoreV1().Pods(pod.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		current, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -107,6 +107,12 @@ func (r *Runtime) writeReadiness(ctx context.Context, pod *corev1.Pod, p *runnin
 		_, err = pods.UpdateStatus(ctx, current, metav1.UpdateOptions{})
 		return err
 	})
+	if err == nil {
+		r.mu.Lock()
+		p.wroteReady, p.wrote = all, true
+		r.mu.Unlock()
+	}
+	return err
 }
 
 // setCondition sets a Pod condition's status, and its transition time when it changes.

@@ -54,6 +54,9 @@ type runningPod struct {
 	stopProbes context.CancelFunc
 	readiness  map[string]bool
 	writeMu    sync.Mutex
+	// wroteReady is the readiness the Pod's status held after the last write that landed (or
+	// found nothing to change), wrote whether one did: kwok's own Ready stands until then.
+	wroteReady, wrote bool
 }
 
 // Start watches the member's Pods and runs those on its Nodes until ctx ends; Stop then stops
@@ -299,6 +302,24 @@ func (r *Runtime) execTarget(namespace, name, container string) (*Sandbox, []str
 // LogPath is where a container's output goes.
 func (r *Runtime) LogPath(namespace, pod, container string) string {
 	return filepath.Join(r.LogDir, namespace+"_"+pod+"_"+container+".log")
+}
+
+// ProbedReady reports whether every readiness probe of a running Pod passed and the Pod's status
+// says so by this runtime's own write. A Pod's Ready condition alone cannot tell: kwok marks a
+// Pod Ready when it runs it, before the first probe, and the runtime writes it not ready then.
+func (r *Runtime) ProbedReady(namespace, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.running[types.NamespacedName{Namespace: namespace, Name: name}]
+	if !ok || p.readiness == nil || !p.wrote || !p.wroteReady {
+		return false
+	}
+	for _, ready := range p.readiness {
+		if !ready {
+			return false
+		}
+	}
+	return true
 }
 
 // Sandbox returns the namespace a running Pod's processes run in.
