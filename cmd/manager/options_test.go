@@ -50,6 +50,8 @@ func TestEveryFlagReachesItsController(t *testing.T) {
 		{"broker-credentials-warning", "240h", func(o *options) bool { return o.mcs.CredentialsWarning == 240*time.Hour }},
 		{"broker-credentials-check-interval", "10s", func(o *options) bool { return o.mcs.CredentialsCheckInterval == 10*time.Second }},
 		{"multicluster-concurrent-reconciles", "6", func(o *options) bool { return o.mcs.MaxConcurrentReconciles == 6 }},
+		{"broker-outage-grace", "30s", func(o *options) bool { return o.mcs.BrokerOutageGrace == 30*time.Second }},
+		{"broker-reconnect-probe-interval", "1s", func(o *options) bool { return o.mcs.ReconnectProbeInterval == time.Second }},
 		{"initial-exports-wait", "0s", func(o *options) bool { return o.mcs.InitialExportsWait == 0 }},
 		// The KEP's default for cluster selectors instead of the bounded tiers; the import
 		// controller reads it from the same Options (multicluster.TestImportReconcilerTakesItsOptions).

@@ -90,6 +90,10 @@ type Options struct {
 	// invalid) are reported at once, and so is every failure with 0. DefaultOptions sets
 	// DefaultBrokerOutageGrace.
 	BrokerOutageGrace time.Duration
+	// ReconnectProbeInterval is how often, while the broker does not answer, a member asks it
+	// whether it answers again, so that its broker cache resumes at once when it does (see
+	// reconnectGate); 0 means DefaultReconnectProbeInterval.
+	ReconnectProbeInterval time.Duration
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.
 	MaxRetryDelay time.Duration
@@ -125,6 +129,7 @@ func DefaultOptions() Options {
 		BrokerBurst:              DefaultBrokerBurst,
 		MaxRetryDelay:            DefaultMaxRetryDelay,
 		BrokerOutageGrace:        DefaultBrokerOutageGrace,
+		ReconnectProbeInterval:   DefaultReconnectProbeInterval,
 		Locality:                 locality.DefaultOptions(),
 		ClusterSelection:         locality.SelectionBounded,
 		CredentialsWarning:       DefaultCredentialsWarning,
@@ -158,6 +163,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"warn (a Warning event on the ClusterProperty clusterset.k8s.io) this long before the broker credentials expire")
 	fs.DurationVar(&o.CredentialsCheckInterval, "broker-credentials-check-interval", o.CredentialsCheckInterval,
 		"how often the broker kubeconfig is re-read for a renewed token and its expiry judged")
+	fs.DurationVar(&o.BrokerOutageGrace, "broker-outage-grace", o.BrokerOutageGrace,
+		"how long publishing may fail because the broker is unreachable, timing out or overloaded before the exports it holds back turn Ready=False with a BrokerWriteFailed event (0: at once); refusals are reported at once")
+	fs.DurationVar(&o.ReconnectProbeInterval, "broker-reconnect-probe-interval", o.ReconnectProbeInterval,
+		"how often a broker that stopped answering is asked whether it answers again; the broker cache resumes listing and watching at the first answer")
 	fs.DurationVar(&o.InitialExportsWait, "initial-exports-wait", o.InitialExportsWait,
 		"how long new imports wait for members that are still publishing the exports they started with, so that each is created once with all its exporters (0: no wait)")
 	fs.IntVar(&o.MaxConcurrentReconciles, "multicluster-concurrent-reconciles", o.MaxConcurrentReconciles,
@@ -217,6 +226,9 @@ func (o Options) Validate() error {
 	}
 	if o.CredentialsWarning < 0 || o.CredentialsCheckInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker credentials warning %s and check interval %s must not be negative", o.CredentialsWarning, o.CredentialsCheckInterval))
+	}
+	if o.BrokerOutageGrace < 0 || o.ReconnectProbeInterval < 0 {
+		errs = append(errs, fmt.Errorf("broker outage grace %s and reconnect probe interval %s must not be negative", o.BrokerOutageGrace, o.ReconnectProbeInterval))
 	}
 	if o.InitialExportsWait < 0 {
 		errs = append(errs, fmt.Errorf("initial exports wait %s must not be negative", o.InitialExportsWait))

@@ -42,6 +42,8 @@ func TestOptionsDefaultsAndValidation(t *testing.T) {
 		{"a broker QPS of 0", func(o *Options) { o.BrokerQPS = 0 }, "broker QPS 0"},
 		{"negative credentials warning", func(o *Options) { o.CredentialsWarning = -time.Hour }, "credentials warning"},
 		{"negative credentials check interval", func(o *Options) { o.CredentialsCheckInterval = -time.Second }, "check interval"},
+		{"negative broker outage grace", func(o *Options) { o.BrokerOutageGrace = -time.Second }, "outage grace"},
+		{"negative reconnect probe interval", func(o *Options) { o.ReconnectProbeInterval = -time.Second }, "reconnect probe interval"},
 		{"an options literal without the defaults", func(o *Options) { *o = Options{BrokerConfig: &rest.Config{}} }, "lease duration"},
 		{"an overload threshold out of range", func(o *Options) { o.Locality.OverloadThreshold = 11 }, "--topology-overload-threshold"},
 		{"an unknown cluster selection", func(o *Options) { o.ClusterSelection = "nearest" }, "--cluster-selection"},

@@ -144,7 +144,11 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 		return nil, fmt.Errorf("broker client: %w", err)
 	}
 	lease := client.ObjectKey{Namespace: w.opts.BrokerNamespace, Name: liveness.LeaseName(w.self)}
-	gate := &reconnectGate{interval: DefaultReconnectProbeInterval, answered: w.outage.observe,
+	interval := w.opts.ReconnectProbeInterval
+	if interval == 0 {
+		interval = DefaultReconnectProbeInterval
+	}
+	gate := &reconnectGate{interval: interval, answered: w.outage.observe,
 		probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
 	w.broker, err = cluster.New(cachedConfig, func(o *cluster.Options) {
 		o.Scheme = brokerScheme
