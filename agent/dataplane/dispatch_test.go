@@ -215,7 +215,7 @@ func TestEndpointChangeRewritesOneElement(t *testing.T) {
 type recordingBackend struct{ ops []ruleset.Op }
 
 func (r *recordingBackend) apply(_ context.Context, ops, _ []ruleset.Op) error {
-	r.ops = append(r.ops, ops...)
+	r.ops = append(r.ops, ruleset.Expand(ops)...)
 	return nil
 }
 

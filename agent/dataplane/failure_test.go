@@ -32,7 +32,7 @@ var errFlaky = errors.New("simulated: refused")
 
 func (f *flakyBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	first := f.ops + 1
-	f.ops += len(ops)
+	f.ops += ruleset.Count(ops)
 	if f.failOp >= first && f.failOp <= f.ops {
 		f.failed = true
 		return errFlaky

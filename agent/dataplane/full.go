@@ -28,8 +28,13 @@ func (pl *planner) renderFull(st *state, desired []desiredService) *rendered {
 
 	next := newState()
 	objs := make([]serviceObjects, len(desired))
+	entries := make([]int, len(desired))
 	for i := range desired {
 		objs[i] = renderService(&desired[i].svc, pl.fam)
+		// The transaction renders the elements again as the backend reads them (see
+		// entriesRun): every Service's at once would be the table twice over, at its largest
+		// moment (see docs/agent.md, Memory).
+		entries[i], objs[i].entries = len(objs[i].entries), nil
 		// Pick chains before any element: a chain that starts using a map makes the kernel
 		// walk the map's elements (see pick.go).
 		for _, c := range objs[i].picks {
@@ -39,7 +44,7 @@ func (pl *planner) renderFull(st *state, desired []desiredService) *rendered {
 		}
 	}
 	writeDispatch(tx, clusterPicksInUse(next.pickRefs), false)
-	pl.writeFullServices(tx, &next, desired, objs)
+	pl.writeFullServices(tx, &next, desired, objs, entries)
 	return &rendered{ops: tx.ops, body: tx.ops[3:], next: &next, changed: len(desired),
 		removed: countRemoved(st.written, desired)}
 }
@@ -53,7 +58,7 @@ func planRebuild(r *rendered, reason string) *plan {
 
 // writeFullServices writes every Service's chains, then their maps and rules and the record
 // chains, then every element, and fills next with what they wrote.
-func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredService, rendered []serviceObjects) {
+func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredService, rendered []serviceObjects, entries []int) {
 	never := func(string) bool { return false }
 	// Every chain before any content: see writeServiceChains.
 	for i := range desired {
@@ -83,18 +88,15 @@ func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredServ
 	hairpinKeys := map[string]hairpinKey{}
 	for i := range desired {
 		d, objs := &desired[i], &rendered[i]
-		for _, e := range objs.entries {
-			tx.Add(e.element())
-		}
-		// The transaction holds them now; every Service's at once would be a second copy of
-		// the table at its largest moment (see docs/agent.md, Memory).
-		objs.entries = nil
 		for _, k := range objs.hairpin {
 			id := k.id()
 			next.hairpinRefs[id]++
 			hairpinKeys[id] = k
 		}
 		rec := newRecord(d, objs)
+		if entries[i] > 0 {
+			tx.Add(entriesRun(&rec.svc, pl.fam, entries[i]))
+		}
 		rec.slot = next.slots.take()
 		next.written[d.key] = rec
 		for _, c := range rec.claims {
@@ -104,6 +106,18 @@ func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredServ
 	for _, id := range sortedKeys(hairpinKeys) {
 		tx.Add(hairpinKeys[id].element())
 	}
+}
+
+// entriesRun is the map elements of a written Service as a run the backend spells out as it
+// reads it, rendered from the record's normalized Service, which nothing changes once written.
+func entriesRun(svc *Service, fam family, n int) *ruleset.Elements {
+	return &ruleset.Elements{Count: n, Each: func(yield func(*ruleset.Element) bool) {
+		for _, e := range renderService(svc, fam).entries {
+			if !yield(e.element()) {
+				return
+			}
+		}
+	}}
 }
 
 func countRemoved(written map[string]*serviceRecord, desired []desiredService) int {

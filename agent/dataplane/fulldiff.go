@@ -118,7 +118,7 @@ type bodyIndex struct {
 
 func indexBody(body []ruleset.Op) bodyIndex {
 	w := bodyIndex{rules: map[string][]*ruleset.Rule{}, elems: map[string][]*ruleset.Element{}}
-	for _, o := range body {
+	for o := range ruleset.All(body) {
 		switch obj := o.Obj.(type) {
 		case *ruleset.Chain:
 			w.chains = append(w.chains, obj)

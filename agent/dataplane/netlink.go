@@ -119,7 +119,7 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 func (b *netlinkBackend) send(ops, table []ruleset.Op) (*batch, error) {
 	// The kernel answers every message of the batch; room for all answers (and for the
 	// batch itself) keeps a large full sync from losing them.
-	size := min(1<<20+len(ops)*1024, math.MaxInt32/2)
+	size := min(1<<20+ruleset.Count(ops)*1024, math.MaxInt32/2)
 	conn, err := b.conn(nftables.WithSockOptions(func(c *netlink.Conn) error {
 		raw, err := c.SyscallConn()
 		if err != nil {
@@ -151,7 +151,7 @@ func (b *netlinkBackend) send(ops, table []ruleset.Op) (*batch, error) {
 		if len(msg) > 2000 {
 			msg = msg[:2000] + "…"
 		}
-		return nil, fmt.Errorf("netlink batch of %d operations refused: %s", len(ops), msg)
+		return nil, fmt.Errorf("netlink batch of %d operations refused: %s", ruleset.Count(ops), msg)
 	}
 	return t, nil
 }
@@ -197,31 +197,22 @@ func (b *netlinkBackend) defsOf(table []ruleset.Op) (map[string]*netlinkenc.SetD
 	return out, nil
 }
 
-// ops adds every operation to the batch.
+// ops adds every operation to the batch, each run's elements spelled out one at a time, so that
+// the batch holds their messages and not the elements as well.
 func (t *batch) ops(ops []ruleset.Op) error {
-	for i := 0; i < len(ops); i++ {
-		if el, ok := ops[i].Obj.(*ruleset.Element); ok {
-			// Consecutive element operations on one set share messages.
-			j := i + 1
-			for j < len(ops) && sameElementTarget(ops[j], ops[i].Verb, el) {
-				j++
-			}
-			if err := t.elements(ops[i].Verb, ops[i:j]); err != nil {
-				return err
-			}
-			i = j - 1
-			continue
+	var pend pendingElements
+	var err error
+	for o := range ruleset.All(ops) {
+		if el, ok := o.Obj.(*ruleset.Element); ok {
+			err = pend.add(t, o.Verb, el)
+		} else if err = pend.flush(t); err == nil {
+			err = t.object(o)
 		}
-		if err := t.object(ops[i]); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-func sameElementTarget(o ruleset.Op, verb ruleset.Verb, el *ruleset.Element) bool {
-	e, ok := o.Obj.(*ruleset.Element)
-	return ok && o.Verb == verb && e.Set == el.Set && e.Map == el.Map
+	return pend.flush(t)
 }
 
 // def returns the type of set or map name as this batch sees it.
@@ -315,56 +306,82 @@ func (t *batch) set(verb ruleset.Verb, obj *ruleset.Set) error {
 	return nil
 }
 
-// elements adds or deletes the elements of ops, all of one set, a few hundred per message (a
-// netlink attribute holds at most 64 KiB).
-func (t *batch) elements(verb ruleset.Verb, ops []ruleset.Op) error {
-	name := ops[0].Obj.(*ruleset.Element).Set
-	d, err := t.def(name)
+// pendingElements gathers consecutive element operations on one set, a few hundred per message
+// (a netlink attribute holds at most 64 KiB).
+type pendingElements struct {
+	verb  ruleset.Verb
+	name  string
+	isMap bool
+	def   *netlinkenc.SetDef
+	set   *nftables.Set
+	vals  []nftables.SetElement
+}
+
+const elementsPerMessage = 256
+
+// add encodes el, sending what is pending first when el goes to another set or with another verb.
+func (p *pendingElements) add(t *batch, verb ruleset.Verb, el *ruleset.Element) error {
+	if p.set == nil || verb != p.verb || el.Set != p.name || el.Map != p.isMap {
+		if err := p.flush(t); err != nil {
+			return err
+		}
+		if err := p.start(t, verb, el); err != nil {
+			return err
+		}
+	}
+	encoded, err := p.def.Encode(el, verb == ruleset.Delete)
+	if err != nil {
+		return fmt.Errorf("netlink backend: element of %s: %w", p.name, err)
+	}
+	if el.Comment != "" && verb == ruleset.Add {
+		encoded[0].Comment = el.Comment
+	}
+	p.vals = append(p.vals, encoded...)
+	if len(p.vals) >= elementsPerMessage {
+		return p.send(t)
+	}
+	return nil
+}
+
+func (p *pendingElements) start(t *batch, verb ruleset.Verb, el *ruleset.Element) error {
+	if verb != ruleset.Add && verb != ruleset.Delete {
+		return fmt.Errorf("netlink backend: elements are only added or deleted")
+	}
+	d, err := t.def(el.Set)
 	if err != nil {
 		return err
 	}
-	s := t.added[name]
+	s := t.added[el.Set]
 	if s == nil {
-		s = &nftables.Set{Table: t.b.table, Name: name}
+		s = &nftables.Set{Table: t.b.table, Name: el.Set}
 		if err := d.Describe(s); err != nil {
 			return err
 		}
 	}
-	const perMessage = 256
-	var vals []nftables.SetElement
-	flush := func() error {
-		if len(vals) == 0 {
-			return nil
-		}
-		var err error
-		switch verb {
-		case ruleset.Add:
-			err = t.conn.SetAddElements(s, vals)
-		case ruleset.Delete:
-			err = t.conn.SetDeleteElements(s, vals)
-		default:
-			err = fmt.Errorf("netlink backend: elements are only added or deleted")
-		}
-		vals = vals[:0]
-		return err
+	p.verb, p.name, p.isMap, p.def, p.set = verb, el.Set, el.Map, d, s
+	return nil
+}
+
+// send adds the pending elements to the batch as one message.
+func (p *pendingElements) send(t *batch) error {
+	if len(p.vals) == 0 {
+		return nil
 	}
-	for _, o := range ops {
-		el := o.Obj.(*ruleset.Element)
-		encoded, err := d.Encode(el, verb == ruleset.Delete)
-		if err != nil {
-			return fmt.Errorf("netlink backend: element of %s: %w", name, err)
-		}
-		if el.Comment != "" && verb == ruleset.Add {
-			encoded[0].Comment = el.Comment
-		}
-		vals = append(vals, encoded...)
-		if len(vals) >= perMessage {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+	var err error
+	if p.verb == ruleset.Add {
+		err = t.conn.SetAddElements(p.set, p.vals)
+	} else {
+		err = t.conn.SetDeleteElements(p.set, p.vals)
 	}
-	return flush()
+	p.vals = p.vals[:0]
+	return err
+}
+
+// flush sends what is pending and ends the run of its set.
+func (p *pendingElements) flush(t *batch) error {
+	err := p.send(t)
+	p.set, p.def = nil, nil
+	return err
 }
 
 // NewNetlink returns a Syncer for opts.Family that programs the kernel over netlink.

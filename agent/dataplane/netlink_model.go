@@ -97,7 +97,7 @@ func (m *tableModel) reset(table []ruleset.Op) {
 
 // apply replays one accepted batch.
 func (m *tableModel) apply(ops []ruleset.Op) {
-	for _, o := range ops {
+	for o := range ruleset.All(ops) {
 		switch obj := o.Obj.(type) {
 		case *ruleset.Table:
 			m.table(o.Verb)

@@ -280,7 +280,7 @@ func (s *Syncer) planChanges(ctx context.Context, desired []desiredService, remo
 func (s *Syncer) apply(ctx context.Context, p *plan, start time.Time, stats *Stats) error {
 	defer func() { stats.Duration = s.pl.opts.Clock().Sub(start) }()
 	stats.Changed, stats.Removed = p.changed, p.removed
-	stats.Operations, stats.Rebuilt = len(p.ops), p.rebuilt
+	stats.Operations, stats.Rebuilt = ruleset.Count(p.ops), p.rebuilt
 	if stats.Operations > 0 || p.table != nil {
 		if err := s.back.apply(ctx, p.ops, p.table); err != nil {
 			s.needFull = true

@@ -15,7 +15,7 @@ import (
 
 // Transaction adds ops to tx.
 func Transaction(tx *knftables.Transaction, fam ruleset.Family, ops []ruleset.Op) {
-	for _, o := range ops {
+	for o := range ruleset.All(ops) {
 		obj := Object(fam, o.Obj)
 		switch o.Verb {
 		case ruleset.Add:

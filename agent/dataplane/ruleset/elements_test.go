@@ -1,0 +1,63 @@
+package ruleset
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+func runOf(set string, ports ...uint16) *Elements {
+	return &Elements{Count: len(ports), Each: func(yield func(*Element) bool) {
+		for _, p := range ports {
+			if !yield(&Element{Set: set, Key: []Value{Addr(netip.MustParseAddr("10.0.0.1")), Port(p)}}) {
+				return
+			}
+		}
+	}}
+}
+
+func TestAllSpellsRunsOutInPlace(t *testing.T) {
+	ops := []Op{
+		{Verb: Add, Obj: &Chain{Name: "a"}},
+		{Verb: Add, Obj: runOf("s", 1, 2)},
+		{Verb: Delete, Obj: runOf("t", 3)},
+		{Verb: Add, Obj: runOf("u")},
+		{Verb: Add, Obj: &Chain{Name: "b"}},
+	}
+	var got []string
+	for o := range All(ops) {
+		switch obj := o.Obj.(type) {
+		case *Chain:
+			got = append(got, "chain "+obj.Name)
+		case *Element:
+			got = append(got, map[Verb]string{Add: "add ", Delete: "delete "}[o.Verb]+obj.Set+" "+itoa(obj.Key[1].Num))
+		default:
+			t.Fatalf("All yielded a %T", o.Obj)
+		}
+	}
+	want := []string{"chain a", "add s 1", "add s 2", "delete t 3", "chain b"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("All yielded %q, want %q", got, want)
+	}
+	if n, e := Count(ops), len(Expand(ops)); n != 5 || e != 5 {
+		t.Fatalf("Count %d and len(Expand) %d, want 5", n, e)
+	}
+}
+
+func TestAllStopsInsideARun(t *testing.T) {
+	ops := []Op{{Verb: Add, Obj: runOf("s", 1, 2, 3)}, {Verb: Add, Obj: &Chain{Name: "never"}}}
+	n := 0
+	for o := range All(ops) {
+		if _, ok := o.Obj.(*Chain); ok {
+			t.Fatal("All went on past a stop")
+		}
+		if n++; n == 2 {
+			break
+		}
+	}
+	if n != 2 {
+		t.Fatalf("read %d, want 2", n)
+	}
+}
+
+func itoa(n uint32) string { return string(rune('0' + n)) }
