@@ -99,26 +99,25 @@ func (d *tableDiff) compare(body []ruleset.Op) string {
 			return reason
 		}
 	}
-	for _, s := range w.sets {
-		if reason := d.elements(s, spellers[s.Name], w.elems[s.Name]); reason != "" {
-			return reason
-		}
+	if reason := d.compareElements(body, w.sets, spellers); reason != "" {
+		return reason
 	}
 	d.retire()
 	return ""
 }
 
-// bodyIndex is a rebuild's objects by kind, in the order it writes them.
+// bodyIndex is a rebuild's objects by kind, in the order it writes them, but for the elements:
+// those are read from the body's runs as they are compared, since held at once they were the
+// largest part of a full resync's memory.
 type bodyIndex struct {
 	chains []*ruleset.Chain
 	rules  map[string][]*ruleset.Rule
 	sets   []*ruleset.Set
-	elems  map[string][]*ruleset.Element
 }
 
 func indexBody(body []ruleset.Op) bodyIndex {
-	w := bodyIndex{rules: map[string][]*ruleset.Rule{}, elems: map[string][]*ruleset.Element{}}
-	for o := range ruleset.All(body) {
+	w := bodyIndex{rules: map[string][]*ruleset.Rule{}}
+	for _, o := range body {
 		switch obj := o.Obj.(type) {
 		case *ruleset.Chain:
 			w.chains = append(w.chains, obj)
@@ -126,11 +125,84 @@ func indexBody(body []ruleset.Op) bodyIndex {
 			w.rules[obj.Chain] = append(w.rules[obj.Chain], obj)
 		case *ruleset.Set:
 			w.sets = append(w.sets, obj)
-		case *ruleset.Element:
-			w.elems[obj.Set] = append(w.elems[obj.Set], obj)
 		}
 	}
 	return w
+}
+
+// setCompare is one set's comparison while the body's elements stream by.
+type setCompare struct {
+	set   *ruleset.Set
+	ss    setSpeller
+	have  *setImage
+	found int
+	// kept holds the elements of an interval set, compared whole once all are read (these sets
+	// are small: the Pod CIDRs).
+	kept []*ruleset.Element
+}
+
+// compareElements compares every set's elements with the kernel's, one element of the body at a
+// time: dynamic sets are skipped (packets fill them), sets the kernel lacks are filled, interval
+// sets are compared whole, and the kernel's elements the sync does not want are found by a
+// second read of the body, for the sets that hold any.
+func (d *tableDiff) compareElements(body []ruleset.Op, sets []*ruleset.Set, spellers map[string]setSpeller) string {
+	bySet := make(map[string]*setCompare, len(sets))
+	for _, s := range sets {
+		bySet[s.Name] = &setCompare{set: s, ss: spellers[s.Name], have: d.img.sets[s.Name]}
+	}
+	for o := range ruleset.All(body) {
+		if e, ok := o.Obj.(*ruleset.Element); ok {
+			if reason := d.element(bySet[e.Set], e); reason != "" {
+				return reason
+			}
+		}
+	}
+	for _, s := range sets {
+		c := bySet[s.Name]
+		switch {
+		case isDynamic(s) || c.have == nil:
+		case slices.Contains(s.Flags, ruleset.Interval):
+			if reason := d.intervals(s, c.ss, c.have, c.kept); reason != "" {
+				return reason
+			}
+		case c.found != len(c.have.elems):
+			if reason := d.dropUnwanted(s, c.ss, c.have, body); reason != "" {
+				return reason
+			}
+		}
+	}
+	return ""
+}
+
+// element compares one element the sync wants with what the kernel holds under its key.
+func (d *tableDiff) element(c *setCompare, e *ruleset.Element) string {
+	switch {
+	case c == nil:
+		return "element of " + e.Set + ", a set the sync does not define"
+	case isDynamic(c.set):
+		return ""
+	case c.have == nil:
+		d.fill.Add(e)
+		return ""
+	case slices.Contains(c.set.Flags, ruleset.Interval):
+		c.kept = append(c.kept, e)
+		return ""
+	}
+	key, rest, err := c.ss.element(e)
+	if err != nil {
+		return "element of " + e.Set + ": " + err.Error()
+	}
+	had, ok := c.have.elems[key]
+	if ok {
+		c.found++
+	}
+	if ok && had != rest {
+		d.drop.Delete(&ruleset.Element{Set: e.Set, Map: e.Map, Key: e.Key})
+	}
+	if !ok || had != rest {
+		d.fill.Add(e)
+	}
+	return ""
 }
 
 func (d *tableDiff) createChain(c *ruleset.Chain) string {
@@ -192,49 +264,14 @@ func (d *tableDiff) rewrite(c *ruleset.Chain, rules []*ruleset.Rule) string {
 	return ""
 }
 
-// elements compares the elements of set s, which the sync wants to hold elems.
-func (d *tableDiff) elements(s *ruleset.Set, ss setSpeller, elems []*ruleset.Element) string {
-	have := d.img.sets[s.Name]
-	switch {
-	case isDynamic(s): // packets fill it
-		return ""
-	case have == nil:
-		for _, e := range elems {
-			d.fill.Add(e)
+// dropUnwanted deletes the elements of s the kernel holds and the body does not.
+func (d *tableDiff) dropUnwanted(s *ruleset.Set, ss setSpeller, have *setImage, body []ruleset.Op) string {
+	want := map[string]bool{}
+	for o := range ruleset.All(body) {
+		if e, ok := o.Obj.(*ruleset.Element); ok && e.Set == s.Name {
+			key, _, _ := ss.element(e) // spelled without error before
+			want[key] = true
 		}
-		return ""
-	case slices.Contains(s.Flags, ruleset.Interval):
-		return d.intervals(s, ss, have, elems)
-	}
-	found := 0
-	for _, e := range elems {
-		key, rest, err := ss.element(e)
-		if err != nil {
-			return "element of " + s.Name + ": " + err.Error()
-		}
-		had, ok := have.elems[key]
-		if ok {
-			found++
-		}
-		if ok && had != rest {
-			d.drop.Delete(&ruleset.Element{Set: e.Set, Map: e.Map, Key: e.Key})
-		}
-		if !ok || had != rest {
-			d.fill.Add(e)
-		}
-	}
-	if found == len(have.elems) {
-		return ""
-	}
-	return d.dropUnwanted(s, ss, have, elems)
-}
-
-// dropUnwanted deletes the elements of s the kernel holds and elems does not.
-func (d *tableDiff) dropUnwanted(s *ruleset.Set, ss setSpeller, have *setImage, elems []*ruleset.Element) string {
-	want := make(map[string]bool, len(elems))
-	for _, e := range elems {
-		key, _, _ := ss.element(e) // spelled without error above
-		want[key] = true
 	}
 	for _, key := range sortedKeys(have.elems) {
 		if want[key] {
