@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,30 @@ func samePlan(a, b *plan) bool {
 		return c
 	}
 	return reflect.DeepEqual(spelled(a), spelled(b))
+}
+
+// A full sync shares the written record's normalized Service when the input is the one it was
+// written from, and normalizes a changed one afresh; either way it plans what it would plan
+// from a Syncer that never saw the Services (TestGoldenTransactions and FuzzPlanIsPure hold
+// the plans themselves).
+func TestFullSyncSharesUnchangedServices(t *testing.T) {
+	before := manyServices(3)
+	s := plannerAfter(t, before)
+	after := snapshot(before, []bool{true, true, true})
+	after[1].Ports[0].Endpoints = eps("10.244.7.7:8080")
+	in := s.prepare(after, true)
+	if len(in.desired) != 3 {
+		t.Fatalf("a full sync prepared %d Services, want 3", len(in.desired))
+	}
+	for _, d := range in.desired {
+		rec := s.state.written[d.key]
+		shared := len(d.svc.Ports) > 0 && &d.svc.Ports[0] == &rec.svc.Ports[0]
+		if want := d.key != after[1].Key(); shared != want {
+			t.Errorf("%s: shares the record's normalized Service: %v, want %v", d.key, shared, want)
+		}
+		fresh, _, _ := normalize(after[slices.IndexFunc(after, func(a Service) bool { return a.Key() == d.key })], ipv4)
+		if !reflect.DeepEqual(d.svc, fresh) || !reflect.DeepEqual(d.claims, claimsOf(&fresh)) {
+			t.Errorf("%s: prepared %+v, normalizing gives %+v", d.key, d.svc, fresh)
+		}
+	}
 }

@@ -112,7 +112,7 @@ func (s *Syncer) prepare(services []Service, full bool) prepared {
 			continue
 		}
 		key := string(sc.keyBuf)
-		norm, ok, err := normalize(*svc, s.pl.fam)
+		d, ok, err := s.desire(key, raw, svc, rec)
 		if err != nil {
 			out.rejected = append(out.rejected, Rejection{key, err.Error()})
 			continue
@@ -128,7 +128,7 @@ func (s *Syncer) prepare(services []Service, full bool) prepared {
 			byKey = map[string]bool{}
 		}
 		byKey[key] = true
-		out.desired = append(out.desired, desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm)})
+		out.desired = append(out.desired, d)
 	}
 	if out.contended = s.contested(out.desired); out.contended {
 		out.desired, out.kept, out.rejected = s.resolveContest(out.desired, out.rejected)
@@ -140,6 +140,21 @@ func (s *Syncer) prepare(services []Service, full bool) prepared {
 		}
 	}
 	return out
+}
+
+// desire normalizes svc for this sync. A Service whose input is the one its record was written
+// from (the same raw digest, which incremental syncs trust to skip it) shares the record's
+// normalized form and claims instead, which nothing changes once written: a full sync of an
+// unchanged table would otherwise hold every Service twice at its largest moment.
+func (s *Syncer) desire(key string, raw uint64, svc *Service, rec *serviceRecord) (desiredService, bool, error) {
+	if rec != nil && rec.raw == raw {
+		return desiredService{key: key, raw: raw, svc: rec.svc, claims: rec.claims}, true, nil
+	}
+	norm, ok, err := normalize(*svc, s.pl.fam)
+	if err != nil || !ok {
+		return desiredService{}, ok, err
+	}
+	return desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm)}, true, nil
 }
 
 // contested reports whether a Service to be (re)written claims what another
