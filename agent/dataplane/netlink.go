@@ -85,6 +85,12 @@ type batch struct {
 	// known holds the types of the sets the table holds after a full sync that compared it
 	// with the kernel's (whose batch defines only the sets that were missing).
 	known map[string]*netlinkenc.SetDef
+	// log holds, when logging, each element operation's identity and digest as it was encoded,
+	// for the model (tableModel.applyLogged), 32 bytes an element; logSets names their sets.
+	logging  bool
+	log      []loggedElement
+	logSets  []string
+	logIndex map[string]uint16
 }
 
 func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
@@ -137,11 +143,15 @@ func (b *netlinkBackend) send(ops, table []ruleset.Op) (*batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{}}
+	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{},
+		logging: table == nil && b.model.logs()}
 	if table != nil {
 		if t.known, err = b.defsOf(table); err != nil {
 			return nil, err
 		}
+	}
+	if t.logging {
+		t.log, t.logIndex = make([]loggedElement, 0, ruleset.Count(ops)), map[string]uint16{}
 	}
 	if err := t.ops(ops); err != nil {
 		return nil, err
@@ -167,6 +177,10 @@ func (b *netlinkBackend) accepted(t *batch, ops []ruleset.Op) {
 		}
 		for name, d := range t.defs {
 			b.sets[name] = d
+		}
+		if t.logging {
+			b.model.applyLogged(ops, t.log, t.logSets)
+			return
 		}
 	}
 	b.model.apply(ops)
@@ -201,12 +215,17 @@ func (b *netlinkBackend) defsOf(table []ruleset.Op) (map[string]*netlinkenc.SetD
 // the batch holds their messages and not the elements as well.
 func (t *batch) ops(ops []ruleset.Op) error {
 	var pend pendingElements
-	var err error
-	for o := range ruleset.All(ops) {
-		if el, ok := o.Obj.(*ruleset.Element); ok {
-			err = pend.add(t, o.Verb, el)
-		} else if err = pend.flush(t); err == nil {
-			err = t.object(o)
+	for _, o := range ops {
+		var err error
+		switch obj := o.Obj.(type) {
+		case *ruleset.Element:
+			err = pend.add(t, o.Verb, obj)
+		case *ruleset.Elements:
+			err = t.run(&pend, o.Verb, obj)
+		default:
+			if err = pend.flush(t); err == nil {
+				err = t.object(o)
+			}
 		}
 		if err != nil {
 			return err
@@ -304,84 +323,6 @@ func (t *batch) set(verb ruleset.Verb, obj *ruleset.Set) error {
 	t.added[name], t.defs[name] = s, d
 	delete(t.deleted, name)
 	return nil
-}
-
-// pendingElements gathers consecutive element operations on one set, a few hundred per message
-// (a netlink attribute holds at most 64 KiB).
-type pendingElements struct {
-	verb  ruleset.Verb
-	name  string
-	isMap bool
-	def   *netlinkenc.SetDef
-	set   *nftables.Set
-	vals  []nftables.SetElement
-}
-
-const elementsPerMessage = 256
-
-// add encodes el, sending what is pending first when el goes to another set or with another verb.
-func (p *pendingElements) add(t *batch, verb ruleset.Verb, el *ruleset.Element) error {
-	if p.set == nil || verb != p.verb || el.Set != p.name || el.Map != p.isMap {
-		if err := p.flush(t); err != nil {
-			return err
-		}
-		if err := p.start(t, verb, el); err != nil {
-			return err
-		}
-	}
-	encoded, err := p.def.Encode(el, verb == ruleset.Delete)
-	if err != nil {
-		return fmt.Errorf("netlink backend: element of %s: %w", p.name, err)
-	}
-	if el.Comment != "" && verb == ruleset.Add {
-		encoded[0].Comment = el.Comment
-	}
-	p.vals = append(p.vals, encoded...)
-	if len(p.vals) >= elementsPerMessage {
-		return p.send(t)
-	}
-	return nil
-}
-
-func (p *pendingElements) start(t *batch, verb ruleset.Verb, el *ruleset.Element) error {
-	if verb != ruleset.Add && verb != ruleset.Delete {
-		return fmt.Errorf("netlink backend: elements are only added or deleted")
-	}
-	d, err := t.def(el.Set)
-	if err != nil {
-		return err
-	}
-	s := t.added[el.Set]
-	if s == nil {
-		s = &nftables.Set{Table: t.b.table, Name: el.Set}
-		if err := d.Describe(s); err != nil {
-			return err
-		}
-	}
-	p.verb, p.name, p.isMap, p.def, p.set = verb, el.Set, el.Map, d, s
-	return nil
-}
-
-// send adds the pending elements to the batch as one message.
-func (p *pendingElements) send(t *batch) error {
-	if len(p.vals) == 0 {
-		return nil
-	}
-	var err error
-	if p.verb == ruleset.Add {
-		err = t.conn.SetAddElements(p.set, p.vals)
-	} else {
-		err = t.conn.SetDeleteElements(p.set, p.vals)
-	}
-	p.vals = p.vals[:0]
-	return err
-}
-
-// flush sends what is pending and ends the run of its set.
-func (p *pendingElements) flush(t *batch) error {
-	err := p.send(t)
-	p.set, p.def = nil, nil
-	return err
 }
 
 // NewNetlink returns a Syncer for opts.Family that programs the kernel over netlink.

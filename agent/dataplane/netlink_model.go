@@ -98,49 +98,99 @@ func (m *tableModel) reset(table []ruleset.Op) {
 // apply replays one accepted batch.
 func (m *tableModel) apply(ops []ruleset.Op) {
 	for o := range ruleset.All(ops) {
+		m.applyOne(o)
+	}
+}
+
+// loggedElement is what a batch learned of one element operation as it encoded it: enough for
+// the model to record the element without rendering or encoding it again.
+type loggedElement struct {
+	id     elemID
+	sum    uint64
+	pieces uint32
+	set    uint16 // in the batch's list of set names (batch.logSets)
+	del    bool
+}
+
+// logs reports whether the model takes a batch's log of its elements (applyLogged): it keeps
+// digests, and not the elements themselves.
+func (m *tableModel) logs() bool { return m.digest != nil && !m.full }
+
+// applyLogged is apply with the log of the batch's element operations, one per element in the
+// order of ops (see pendingElements.add): a run's elements are not spelled out a second time.
+func (m *tableModel) applyLogged(ops []ruleset.Op, log []loggedElement, sets []string) {
+	for _, o := range ops {
+		n := 0
 		switch obj := o.Obj.(type) {
-		case *ruleset.Table:
-			m.table(o.Verb)
-		case *ruleset.Chain:
-			m.chain(o.Verb, obj)
-		case *ruleset.Rule:
-			if c := m.chains[obj.Chain]; c != nil {
-				c.rules = append(c.rules, obj.Stmts)
-			}
-		case *ruleset.Set:
-			m.set(o.Verb, obj)
 		case *ruleset.Element:
-			if s := m.sets[obj.Set]; s != nil {
-				m.element(s, o.Verb, obj)
+			n = 1
+		case *ruleset.Elements:
+			n = obj.Count
+		default:
+			m.applyOne(o)
+			continue
+		}
+		for _, le := range log[:n] {
+			if s := m.sets[sets[le.set]]; s != nil {
+				m.record(s, le.id, le.del, elemDigest{sum: le.sum, pieces: le.pieces})
 			}
+		}
+		log = log[n:]
+	}
+}
+
+func (m *tableModel) applyOne(o ruleset.Op) {
+	switch obj := o.Obj.(type) {
+	case *ruleset.Table:
+		m.table(o.Verb)
+	case *ruleset.Chain:
+		m.chain(o.Verb, obj)
+	case *ruleset.Rule:
+		if c := m.chains[obj.Chain]; c != nil {
+			c.rules = append(c.rules, obj.Stmts)
+		}
+	case *ruleset.Set:
+		m.set(o.Verb, obj)
+	case *ruleset.Element:
+		if s := m.sets[obj.Set]; s != nil {
+			m.element(s, o.Verb, obj)
 		}
 	}
 }
 
 func (m *tableModel) element(s *modelSet, verb ruleset.Verb, obj *ruleset.Element) {
 	id := m.idOf(obj.Key)
+	var d elemDigest
+	if verb != ruleset.Delete && m.digest != nil && !s.dynamic {
+		var err error
+		if d, err = m.digest(obj); err != nil && m.err == nil {
+			m.err = err
+		}
+	}
+	m.record(s, id, verb == ruleset.Delete, d)
+	if s.values != nil && verb != ruleset.Delete {
+		s.values[id] = obj
+	}
+}
+
+// record replaces or deletes the element id of s. Elements of dynamic sets are counted only:
+// packets fill those.
+func (m *tableModel) record(s *modelSet, id elemID, del bool, d elemDigest) {
 	if old, had := s.elems[id]; had {
 		s.sum -= old.sum
 		s.pieces -= int(old.pieces)
 		delete(s.elems, id)
 		delete(s.values, id)
 	}
-	if verb == ruleset.Delete {
+	if del {
 		return
 	}
-	d := elemDigest{pieces: 1}
-	if m.digest != nil && !s.dynamic {
-		var err error
-		if d, err = m.digest(obj); err != nil && m.err == nil {
-			m.err = err
-		}
+	if s.dynamic || m.digest == nil {
+		d = elemDigest{pieces: 1}
 	}
 	s.elems[id] = d
 	s.sum += d.sum
 	s.pieces += int(d.pieces)
-	if s.values != nil {
-		s.values[id] = obj
-	}
 }
 
 func (m *tableModel) table(verb ruleset.Verb) {

@@ -1,9 +1,14 @@
 package dataplane
 
 import (
+	"context"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
+
+	"sigs.k8s.io/knftables"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
@@ -55,6 +60,58 @@ func TestModelDigestFollowsItsElements(t *testing.T) {
 		if got.sum != want.sum || got.pieces != want.pieces || len(got.elems) != len(final) {
 			t.Fatalf("seed %d: digest %d of %d pieces (%d elements), want %d of %d (%d)",
 				seed, got.sum, got.pieces, len(got.elems), want.sum, want.pieces, len(final))
+		}
+	}
+}
+
+// The netlink backend's model learns a batch's elements from the batch's log, taken as it
+// encoded them, rather than rendering and encoding each again: after a rebuild and incremental
+// syncs (endpoints replaced, a Service added and one removed, affinity among them) it holds what
+// a model that spells every element again holds.
+func TestModelFromTheBatchLogEqualsTheRendered(t *testing.T) {
+	fam, _ := familyFor(knftables.IPv4Family)
+	open := func(logs bool) (*Syncer, *netlinkBackend) {
+		nl := &goldenNetlink{fake: knftables.NewFake(fam.nft, TableName), ids: map[uint32]int{}}
+		b, err := newNetlinkBackend(fam.nft, nl.dial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.model.full = !logs // a full model spells elements again: the path before the log
+		s, err := NewWithBackend(b, Options{PodCIDRs: goldenPodCIDRs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, b
+	}
+	logged, lb := open(true)
+	rendered, rb := open(false)
+	lb.seed, lb.model.keys = rb.seed, rb.model.keys
+	if !lb.model.logs() || rb.model.logs() {
+		t.Fatal("the models do not take the paths compared")
+	}
+	services := manyServices(12)
+	services[3].AffinityTimeout = time.Minute
+	steps := []func(){
+		func() {},
+		func() { services[1].Ports[0].Endpoints = eps("10.244.7.1:8080", "10.244.7.2:8080") },
+		func() { services = append(services[:5], services[6:]...) },
+		func() { services = append(services, tcpService("ns", "late", "10.96.9.9", 80, "10.244.9.1:8080")) },
+	}
+	for i, step := range steps {
+		step()
+		for _, s := range []*Syncer{logged, rendered} {
+			if _, err := s.Sync(context.Background(), services, i == 0); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		if len(lb.model.sets) == 0 || len(lb.model.sets) != len(rb.model.sets) {
+			t.Fatalf("step %d: %d sets, want %d", i, len(lb.model.sets), len(rb.model.sets))
+		}
+		for name, want := range rb.model.sets {
+			got := lb.model.sets[name]
+			if got == nil || got.sum != want.sum || got.pieces != want.pieces || !maps.Equal(got.elems, want.elems) {
+				t.Fatalf("step %d: set %s differs from the model that spelled its elements again", i, name)
+			}
 		}
 	}
 }
