@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/internal/lab/localset/localsettest"
 	"github.com/fleetslice/fleetslice/internal/lab/netns"
 )
@@ -75,6 +76,21 @@ func waitProbedReady(ctx SpecContext, ns string) {
 			g.Expect(names).To(HaveLen(3))
 			for _, name := range names {
 				g.Expect(network.Runtimes[m].ProbedReady(ns, name)).To(BeTrue(), "%s's Pod %s/%s passed its probe", m, ns, name)
+			}
+		}).WithContext(ctx).Should(Succeed())
+	}
+	// Ready in the API is not ready in the rules yet: the steps check rules by cluster, which two
+	// of a member's three endpoints satisfy as well as three, and the expected load would then
+	// count a third endpoint the rules still lack. So each member's dry-run agent must also
+	// send to every one of its member's web Pods.
+	for m, run := range agents {
+		Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(clients[m].List(ctx, pods, client.InNamespace(ns))).To(Succeed())
+			endpoints, err := localsettest.EndpointShares(run.ruleset, ns, names.DerivedServiceName(ns, "web"), "http")
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range pods.Items {
+				g.Expect(endpoints).To(HaveKey(p.Status.PodIP), "%s's agent sends to its Pod %s", m, p.Name)
 			}
 		}).WithContext(ctx).Should(Succeed())
 	}
