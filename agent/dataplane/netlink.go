@@ -143,15 +143,13 @@ func (b *netlinkBackend) send(ops, table []ruleset.Op) (*batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{},
-		logging: table == nil && b.model.logs()}
+	t := &batch{b: b, conn: conn, added: map[string]*nftables.Set{}, defs: map[string]*netlinkenc.SetDef{}, deleted: map[string]bool{}}
 	if table != nil {
 		if t.known, err = b.defsOf(table); err != nil {
 			return nil, err
 		}
-	}
-	if t.logging {
-		t.log, t.logIndex = make([]loggedElement, 0, ruleset.Count(ops)), map[string]uint16{}
+	} else if b.model.logs() {
+		t.logging, t.log, t.logIndex = true, make([]loggedElement, 0, ruleset.Count(ops)), map[string]uint16{}
 	}
 	if err := t.ops(ops); err != nil {
 		return nil, err

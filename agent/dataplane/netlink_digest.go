@@ -21,12 +21,17 @@ func (b *netlinkBackend) elementDigest(e *ruleset.Element) (elemDigest, error) {
 	if err != nil {
 		return elemDigest{}, fmt.Errorf("set %s: %w", e.Set, err)
 	}
+	return b.encodedDigest(enc), nil
+}
+
+// encodedDigest is the digest of an element encoded as the kernel elements enc.
+func (b *netlinkBackend) encodedDigest(enc []nftables.SetElement) elemDigest {
 	var out elemDigest
 	for i := range enc {
 		out.sum += b.kernelElementDigest(&enc[i])
 		out.pieces++
 	}
-	return out, nil
+	return out
 }
 
 // kernelElementDigest hashes what decides packets of one kernel element: its key, key end,

@@ -59,12 +59,9 @@ func (p *pendingElements) add(t *batch, verb ruleset.Verb, el *ruleset.Element) 
 		encoded[0].Comment = el.Comment
 	}
 	if t.logging {
-		le := loggedElement{set: p.logSet, del: verb == ruleset.Delete, id: t.b.model.idOf(el.Key)}
-		for i := range encoded {
-			le.sum += t.b.kernelElementDigest(&encoded[i])
-			le.pieces++
-		}
-		t.log = append(t.log, le)
+		d := t.b.encodedDigest(encoded)
+		t.log = append(t.log, loggedElement{set: p.logSet, del: verb == ruleset.Delete, id: t.b.model.idOf(el.Key),
+			sum: d.sum, pieces: d.pieces})
 	}
 	p.vals = append(p.vals, encoded...)
 	if len(p.vals) >= elementsPerMessage {
