@@ -212,7 +212,7 @@ func TestFullSyncSharesUnchangedServices(t *testing.T) {
 			t.Errorf("%s: shares the record's normalized Service: %v, want %v", d.key, shared, want)
 		}
 		fresh, _, _ := normalize(after[slices.IndexFunc(after, func(a Service) bool { return a.Key() == d.key })], ipv4)
-		if !reflect.DeepEqual(d.svc, fresh) || !reflect.DeepEqual(d.claims, claimsOf(&fresh)) {
+		if !reflect.DeepEqual(d.svc, fresh) || !reflect.DeepEqual(d.claims, claimsOf(&fresh)) || d.fingerprint != fingerprint(&fresh) {
 			t.Errorf("%s: prepared %+v, normalizing gives %+v", d.key, d.svc, fresh)
 		}
 	}

@@ -134,7 +134,6 @@ func (s *Syncer) prepare(services []Service, full bool) prepared {
 		out.desired, out.kept, out.rejected = s.resolveContest(out.desired, out.rejected)
 	}
 	for i := range out.desired {
-		out.desired[i].fingerprint = fingerprint(&out.desired[i].svc)
 		if rec := st.written[out.desired[i].key]; rec != nil {
 			sc.see(rec)
 		}
@@ -144,17 +143,17 @@ func (s *Syncer) prepare(services []Service, full bool) prepared {
 
 // desire normalizes svc for this sync. A Service whose input is the one its record was written
 // from (the same raw digest, which incremental syncs trust to skip it) shares the record's
-// normalized form and claims instead, which nothing changes once written: a full sync of an
-// unchanged table would otherwise hold every Service twice at its largest moment.
+// normalized form, claims and fingerprint instead, which nothing changes once written: a full
+// sync of an unchanged table would otherwise hold every Service twice at its largest moment.
 func (s *Syncer) desire(key string, raw uint64, svc *Service, rec *serviceRecord) (desiredService, bool, error) {
 	if rec != nil && rec.raw == raw {
-		return desiredService{key: key, raw: raw, svc: rec.svc, claims: rec.claims}, true, nil
+		return desiredService{key: key, raw: raw, svc: rec.svc, claims: rec.claims, fingerprint: rec.fingerprint}, true, nil
 	}
 	norm, ok, err := normalize(*svc, s.pl.fam)
 	if err != nil || !ok {
 		return desiredService{}, ok, err
 	}
-	return desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm)}, true, nil
+	return desiredService{key: key, raw: raw, svc: norm, claims: claimsOf(&norm), fingerprint: fingerprint(&norm)}, true, nil
 }
 
 // contested reports whether a Service to be (re)written claims what another
