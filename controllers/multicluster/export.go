@@ -68,6 +68,9 @@ type exportReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.first != nil {
+		r.first.awaitFirstRenewal(ctx)
+	}
 	res, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 		// Our cache is behind a write; the newer object's event is on its way.

@@ -29,10 +29,15 @@ type firstExports struct {
 	pending, handled map[types.NamespacedName]bool
 	done             bool
 	finished         chan struct{}
+	// renewed is closed when the renewer's first renewal ended: exports publish after it, so
+	// that peers see the announcement before any record it covers (awaitFirstRenewal).
+	renewed     chan struct{}
+	renewedOnce sync.Once
 }
 
 func newFirstExports(reader client.Reader, bound time.Duration, log logr.Logger) *firstExports {
-	f := &firstExports{reader: reader, bound: bound, log: log, handled: map[types.NamespacedName]bool{}, finished: make(chan struct{})}
+	f := &firstExports{reader: reader, bound: bound, log: log, handled: map[types.NamespacedName]bool{},
+		finished: make(chan struct{}), renewed: make(chan struct{})}
 	if bound <= 0 {
 		f.done = true
 		close(f.finished)
@@ -110,6 +115,25 @@ func (f *firstExports) reconciled(key types.NamespacedName) {
 	f.mu.Unlock()
 	if empty {
 		f.finish()
+	}
+}
+
+// firstRenewalEnded records that the renewer's first renewal, which carries the announcement,
+// succeeded or failed. Failed, the broker is likely unreachable and publishing fails as well, so
+// exports go ahead either way: the outage handling reports them.
+func (f *firstExports) firstRenewalEnded() {
+	f.renewedOnce.Do(func() { close(f.renewed) })
+}
+
+// awaitFirstRenewal holds an export's publication back until the announcement was written (or
+// tried), the first publication ended, or ctx ended. Otherwise a peer can see the records
+// before the announcement, create its imports with this member's exports alone, and write
+// each import's status again as the rest arrive.
+func (f *firstExports) awaitFirstRenewal(ctx context.Context) {
+	select {
+	case <-f.renewed:
+	case <-f.finished:
+	case <-ctx.Done():
 	}
 }
 

@@ -98,3 +98,51 @@ func TestNoWaitAnnouncesNothing(t *testing.T) {
 		t.Fatalf("annotations %v (input %v): the old announcement must go, the input stay", got, stale)
 	}
 }
+
+// Exports publish only after the first renewal wrote the announcement: a peer that saw a record
+// before it would create its import from this member's exports alone.
+func TestExportsPublishAfterTheAnnouncementLanded(t *testing.T) {
+	c := exportsClient(t, "web")
+	f := newFirstExports(c, time.Hour, logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	released := make(chan struct{})
+	go func() {
+		f.awaitFirstRenewal(ctx)
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("an export went ahead before any renewal")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r := &leaseRenewer{reader: c, writer: c, namespace: "broker", self: "a",
+		duration: 30 * time.Second, interval: time.Hour, writeTimeout: 5 * time.Second,
+		leaving: &atomic.Bool{}, log: logr.Discard(), first: f}
+	go func() { _ = r.Start(ctx) }()
+	select {
+	case <-released:
+	case <-ctx.Done():
+		t.Fatal("exports still held back after the first renewal")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "broker", Name: liveness.LeaseName("a")}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if liveness.PublishingSince(lease) == "" {
+		t.Fatal("exports went ahead, but the Lease does not announce the first publication")
+	}
+}
+
+// A first publication that ends (here: after its bound) releases exports still waiting for a
+// renewal that never came.
+func TestExportsGoAheadWhenTheFirstPublicationEnds(t *testing.T) {
+	f := newFirstExports(exportsClient(t, "web"), 100*time.Millisecond, logr.Discard())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { _ = f.Start(ctx) }()
+	f.awaitFirstRenewal(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("an export waited past the end of the first publication")
+	}
+}

@@ -66,6 +66,9 @@ func (r *leaseRenewer) Start(ctx context.Context) error {
 	failing := false
 	for {
 		err := r.renewCounted(ctx)
+		if r.first != nil {
+			r.first.firstRenewalEnded()
+		}
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			r.log.Error(err, "renewing the member Lease failed; peers will withdraw this cluster's endpoints if it lapses", "lease", liveness.LeaseName(r.self))
