@@ -103,10 +103,8 @@ func TestImportWritesStayWithinTheBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range cs.Members {
-		if err := m.StartControllers(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := cs.StartControllers(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for _, m := range cs.Members {
 		if err := waitConverged(ctx, m, ns, len(members)); err != nil {
@@ -169,10 +167,8 @@ func restartWritesNothing(ctx context.Context, t *testing.T, cs *clustersettest.
 			t.Fatal(err)
 		}
 	}
-	for _, m := range cs.Members {
-		if err := m.StartControllers(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if err := cs.StartControllers(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// Give the new managers' first reconciles of every import and export time to run.
 	time.Sleep(3 * time.Second)

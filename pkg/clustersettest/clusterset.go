@@ -240,15 +240,25 @@ func Start(ctx context.Context, opts Options) (_ *ClusterSet, err error) {
 			return nil, err
 		}
 	}
-	for i, m := range cs.Members {
-		wg.Go(func() { errs[i] = m.StartControllers(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := cs.StartControllers(ctx); err != nil {
 		return nil, err
 	}
 	cs.StartedIn = time.Since(began)
 	return cs, nil
+}
+
+// StartControllers starts every member's controllers at once, as a fleet's rollout or a
+// broker's return does, and returns when each has renewed its Lease (Member.StartControllers).
+// Started one after another, the first member would see the others' old Leases, without the
+// announcement of a first publication, and take their exports as complete.
+func (cs *ClusterSet) StartControllers(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(cs.Members))
+	for i, m := range cs.Members {
+		wg.Go(func() { errs[i] = m.StartControllers(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // adopt records the started control planes so that Stop stops them.

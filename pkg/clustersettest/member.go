@@ -176,8 +176,9 @@ func (m *Member) setup(ctx, runCtx context.Context, mgr ctrl.Manager, opts multi
 func (m *Member) waitRenewed(ctx context.Context, since time.Time, done chan error) error {
 	lease := &coordinationv1.Lease{}
 	key := client.ObjectKey{Namespace: m.opts.BrokerNamespace, Name: liveness.LeaseName(m.Name)}
-	// The Lease API keeps microseconds; a renewal in the same second as since still counts.
-	since = since.Truncate(time.Second)
+	// The Lease API keeps microseconds: a renewal in the microsecond of since still counts, and
+	// one from before it (the previous manager's hand-over) does not.
+	since = since.Truncate(time.Microsecond)
 	return m.wait(ctx, "its Lease renewed in the broker by its new controllers", func(ctx context.Context) (bool, string, error) {
 		select {
 		case err := <-done:
