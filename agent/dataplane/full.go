@@ -112,8 +112,9 @@ func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredServ
 // reads it, rendered from the record's normalized Service, which nothing changes once written.
 func entriesRun(svc *Service, fam family, n int) *ruleset.Elements {
 	return &ruleset.Elements{Count: n, Each: func(yield func(*ruleset.Element) bool) {
-		for _, e := range renderService(svc, fam).entries {
-			if !yield(e.element()) {
+		entries := renderService(svc, fam).entries
+		for i := range entries {
+			if !yield(entries[i].element()) {
 				return
 			}
 		}

@@ -157,8 +157,8 @@ func (inc *incremental) deleteElements() {
 			continue
 		}
 		keep := entryValues(c.objs)
-		for _, e := range c.was.entries {
-			if v, ok := keep[e.id()]; !ok || v != e.written() {
+		for i := range c.was.entries {
+			if e := &c.was.entries[i]; !hasValue(keep, e) {
 				inc.tx.Delete(e.element())
 			}
 		}
@@ -274,8 +274,8 @@ func (inc *incremental) addElements() {
 			continue
 		}
 		had := entryValues(c.was)
-		for _, e := range c.objs.entries {
-			if v, ok := had[e.id()]; !ok || v != e.written() {
+		for i := range c.objs.entries {
+			if e := &c.objs.entries[i]; !hasValue(had, e) {
 				inc.tx.Add(e.element())
 			}
 		}
@@ -358,6 +358,12 @@ func (pl *planner) renderWritten(rec *serviceRecord) *serviceObjects {
 	}
 	objs := renderService(&rec.svc, pl.fam)
 	return &objs
+}
+
+// hasValue says whether written holds e under its key with its value and comment.
+func hasValue(written map[entryID]entryWritten, e *mapEntry) bool {
+	v, ok := written[e.id()]
+	return ok && v == e.written()
 }
 
 func entryValues(objs *serviceObjects) map[entryID]entryWritten {

@@ -52,8 +52,9 @@ func newElementDumper(family byte) (*elementDumper, error) {
 
 func (d *elementDumper) close() { unix.Close(d.fd) }
 
-// elements lists the elements of set name in the agent's table.
-func (d *elementDumper) elements(name string) ([]dumpedElement, error) {
+// elements lists the elements of set name in the agent's table, appended to out: a table's
+// sets are listed one after another into the same slice, which the caller empties between them.
+func (d *elementDumper) elements(name string, out []dumpedElement) ([]dumpedElement, error) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, TableName)
 	ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
@@ -71,7 +72,6 @@ func (d *elementDumper) elements(name string) ([]dumpedElement, error) {
 	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, err
 	}
-	var out []dumpedElement
 	for {
 		n, _, err := unix.Recvfrom(d.fd, d.buf, 0)
 		if errors.Is(err, unix.EINTR) {

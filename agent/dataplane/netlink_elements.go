@@ -51,10 +51,13 @@ func (p *pendingElements) add(t *batch, verb ruleset.Verb, el *ruleset.Element) 
 			return err
 		}
 	}
-	encoded, err := p.def.Encode(el, verb == ruleset.Delete)
+	first := len(p.vals)
+	vals, err := p.def.AppendEncoded(p.vals, el, verb == ruleset.Delete)
 	if err != nil {
 		return fmt.Errorf("netlink backend: element of %s: %w", p.name, err)
 	}
+	p.vals = vals
+	encoded := vals[first:]
 	if el.Comment != "" && verb == ruleset.Add {
 		encoded[0].Comment = el.Comment
 	}
@@ -63,7 +66,6 @@ func (p *pendingElements) add(t *batch, verb ruleset.Verb, el *ruleset.Element) 
 		t.log = append(t.log, loggedElement{set: p.logSet, del: verb == ruleset.Delete, id: t.b.model.idOf(el.Key),
 			sum: d.sum, pieces: d.pieces})
 	}
-	p.vals = append(p.vals, encoded...)
 	if len(p.vals) >= elementsPerMessage {
 		return p.send(t)
 	}

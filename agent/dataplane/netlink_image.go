@@ -72,14 +72,15 @@ func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
 		return nil, err
 	}
 	defer dumper.close()
+	var elems []dumpedElement
 	for name, ks := range sets {
 		s := &setImage{def: ks.spell(), isMap: ks.flags&unix.NFT_SET_MAP != 0, dynamic: ks.dynamic()}
 		img.sets[name] = s
 		if s.dynamic {
 			continue
 		}
-		elems, err := dumper.elements(name)
-		if err != nil {
+		clear(elems) // the last set's are spelled in its image: let their bytes go
+		if elems, err = dumper.elements(name, elems[:0]); err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}
 		s.elems = kernelElements(elems, ks.flags&unix.NFT_SET_INTERVAL != 0)
@@ -306,21 +307,25 @@ func (n netlinkSpeller) set(s *ruleset.Set) (setSpeller, error) {
 			ks.flags |= unix.NFT_SET_TIMEOUT
 		}
 	}
-	return netlinkSetSpeller{d: d, spelled: spellSet(ks)}, nil
+	return netlinkSetSpeller{d: d, spelled: spellSet(ks), scratch: new([]nftables.SetElement)}, nil
 }
 
 type netlinkSetSpeller struct {
 	d       *netlinkenc.SetDef
 	spelled string
+	// scratch holds the last element encoded: a full sync spells every element of the table,
+	// and what it keeps of one is its spelling.
+	scratch *[]nftables.SetElement
 }
 
 func (n netlinkSetSpeller) def() string { return n.spelled }
 
 func (n netlinkSetSpeller) element(e *ruleset.Element) (string, string, error) {
-	enc, err := n.d.Encode(e, false)
+	enc, err := n.d.AppendEncoded((*n.scratch)[:0], e, false)
 	if err != nil {
 		return "", "", err
 	}
+	*n.scratch = enc
 	if n.d.Interval {
 		var ends [][]byte
 		if len(enc) > 1 {

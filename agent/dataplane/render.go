@@ -33,12 +33,13 @@ func keyOf(vals ...ruleset.Value) entryKey {
 	return k
 }
 
-func (k entryKey) values() []ruleset.Value {
+// fields is how many of the key's values are set.
+func (k *entryKey) fields() int {
 	n := 0
 	for n < len(k) && k[n].Kind != 0 {
 		n++
 	}
-	return append([]ruleset.Value(nil), k[:n]...)
+	return n
 }
 
 // entryValue is what a map element holds: an endpoint, or a chain to go to; zero in a set.
@@ -74,8 +75,10 @@ type entryWritten struct {
 
 func (e mapEntry) written() entryWritten { return entryWritten{e.value, e.comment} }
 
-func (e mapEntry) element() *ruleset.Element {
-	el := &ruleset.Element{Set: e.mapName, Key: e.key.values(), Comment: e.comment}
+// element is e as the ruleset spells it. Its key shares e's array rather than copying it (a
+// full sync spells every element of the table): entries are not changed once rendered.
+func (e *mapEntry) element() *ruleset.Element {
+	el := &ruleset.Element{Set: e.mapName, Key: e.key[:e.key.fields():e.key.fields()], Comment: e.comment}
 	switch {
 	case e.value.chain != "":
 		el.Map, el.Verdict = true, &ruleset.Verdict{Kind: ruleset.Goto, Chain: e.value.chain}
