@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ import (
 // dumpBuffer is what dumpElements reads with; the kernel fills messages of at most 32 KiB.
 const dumpBuffer = 64 << 10
 
-// dumpedElement is one element as the kernel lists it.
+// dumpedElement is one element as the kernel lists it. key and val point into the read
+// buffer: they hold only while the element is handed over (elementDumper.elements).
 type dumpedElement struct {
 	key, val    []byte
 	intervalEnd bool
@@ -52,15 +54,15 @@ func newElementDumper(family byte) (*elementDumper, error) {
 
 func (d *elementDumper) close() { unix.Close(d.fd) }
 
-// elements lists the elements of set name in the agent's table, appended to out: a table's
-// sets are listed one after another into the same slice, which the caller empties between them.
-func (d *elementDumper) elements(name string, out []dumpedElement) ([]dumpedElement, error) {
+// elements hands each element of set name in the agent's table to each, as it is read: a
+// full sync reads every element of the table, and keeps only their spellings.
+func (d *elementDumper) elements(name string, each func(*dumpedElement)) error {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.NFTA_SET_ELEM_LIST_TABLE, TableName)
 	ae.String(unix.NFTA_SET_ELEM_LIST_SET, name)
 	attrs, err := ae.Encode()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.seq++
 	req := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+4+len(attrs))
@@ -70,7 +72,7 @@ func (d *elementDumper) elements(name string, out []dumpedElement) ([]dumpedElem
 	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	binary.NativeEndian.PutUint32(req[8:], d.seq)
 	if err := unix.Sendto(d.fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, err
+		return err
 	}
 	for {
 		n, _, err := unix.Recvfrom(d.fd, d.buf, 0)
@@ -78,17 +80,18 @@ func (d *elementDumper) elements(name string, out []dumpedElement) ([]dumpedElem
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		done, err := d.messages(d.buf[:n], &out)
+		done, err := d.messages(d.buf[:n], each)
 		if err != nil || done {
-			return out, err
+			return err
 		}
 	}
 }
 
-// messages decodes the netlink messages of one read into out; done at the dump's end.
-func (d *elementDumper) messages(b []byte, out *[]dumpedElement) (done bool, err error) {
+// messages decodes the netlink messages of one read, handing each element to each; done at
+// the dump's end.
+func (d *elementDumper) messages(b []byte, each func(*dumpedElement)) (done bool, err error) {
 	for len(b) >= unix.NLMSG_HDRLEN {
 		size := int(binary.NativeEndian.Uint32(b[0:]))
 		typ := binary.NativeEndian.Uint16(b[4:])
@@ -114,80 +117,124 @@ func (d *elementDumper) messages(b []byte, out *[]dumpedElement) (done bool, err
 		if len(body) < 4 {
 			continue
 		}
-		if err := decodeElementList(body[4:], out); err != nil {
+		if err := decodeElementList(body[4:], each); err != nil {
 			return false, err
 		}
 	}
 	return false, nil
 }
 
-// decodeElementList reads an element list message's attributes.
-func decodeElementList(b []byte, out *[]dumpedElement) error {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return err
-	}
-	for ad.Next() {
-		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			continue
+// decodeElementList reads an element list message's attributes. It walks them in place: the
+// attribute decoder allocates for every nested attribute, and a full sync reads a few per
+// element of the table.
+func decodeElementList(b []byte, each func(*dumpedElement)) error {
+	return walkAttributes(b, func(typ uint16, list []byte) error {
+		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+			return nil
 		}
-		ad.Nested(func(list *netlink.AttributeDecoder) error {
-			for list.Next() {
-				var e dumpedElement
-				list.Nested(e.decode)
-				*out = append(*out, e)
+		return walkAttributes(list, func(_ uint16, elem []byte) error {
+			var e dumpedElement
+			if err := e.decode(elem); err != nil {
+				return err
 			}
+			each(&e)
 			return nil
 		})
-	}
-	return ad.Err()
+	})
 }
 
-func (e *dumpedElement) decode(ad *netlink.AttributeDecoder) error {
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_SET_ELEM_KEY:
-			ad.Nested(func(v *netlink.AttributeDecoder) error {
-				for v.Next() {
-					if v.Type() == unix.NFTA_DATA_VALUE {
-						e.key = v.Bytes()
-					}
-				}
-				return nil
-			})
-		case unix.NFTA_SET_ELEM_DATA:
-			ad.Nested(e.decodeData)
-		case unix.NFTA_SET_ELEM_FLAGS:
-			e.intervalEnd = ad.Uint32()&unix.NFT_SET_ELEM_INTERVAL_END != 0
-		case unix.NFTA_SET_ELEM_USERDATA:
-			e.comment, _ = userdata.GetString(ad.Bytes(), userdata.NFTNL_UDATA_SET_ELEM_COMMENT)
+// walkAttributes calls fn with the type (flags cleared) and payload of each netlink attribute
+// in b.
+func walkAttributes(b []byte, fn func(typ uint16, data []byte) error) error {
+	for len(b) >= unix.SizeofNlAttr {
+		size := int(binary.NativeEndian.Uint16(b))
+		typ := binary.NativeEndian.Uint16(b[2:]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if size < unix.SizeofNlAttr || size > len(b) {
+			return fmt.Errorf("a netlink attribute of %d bytes in %d", size, len(b))
 		}
+		if err := fn(typ, b[unix.SizeofNlAttr:size]); err != nil {
+			return err
+		}
+		b = b[min((size+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1), len(b)):]
 	}
 	return nil
 }
 
-func (e *dumpedElement) decodeData(ad *netlink.AttributeDecoder) error {
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
+// dataValue is the value a NFTA_DATA attribute nests.
+func dataValue(b []byte) (value []byte, err error) {
+	err = walkAttributes(b, func(typ uint16, data []byte) error {
+		if typ == unix.NFTA_DATA_VALUE {
+			value = data
+		}
+		return nil
+	})
+	return value, err
+}
+
+func (e *dumpedElement) decode(b []byte) error {
+	return walkAttributes(b, func(typ uint16, data []byte) error {
+		var err error
+		switch typ {
+		case unix.NFTA_SET_ELEM_KEY:
+			e.key, err = dataValue(data)
+		case unix.NFTA_SET_ELEM_DATA:
+			err = e.decodeData(data)
+		case unix.NFTA_SET_ELEM_FLAGS:
+			if len(data) < 4 {
+				return fmt.Errorf("element flags of %d bytes", len(data))
+			}
+			e.intervalEnd = binary.BigEndian.Uint32(data)&unix.NFT_SET_ELEM_INTERVAL_END != 0
+		case unix.NFTA_SET_ELEM_USERDATA:
+			e.comment = userComment(data)
+		}
+		return err
+	})
+}
+
+func (e *dumpedElement) decodeData(b []byte) error {
+	return walkAttributes(b, func(typ uint16, data []byte) error {
+		switch typ {
 		case unix.NFTA_DATA_VALUE:
-			e.val = ad.Bytes()
+			e.val = data
 		case unix.NFTA_DATA_VERDICT:
 			e.verdict = true
-			ad.Nested(func(v *netlink.AttributeDecoder) error {
-				v.ByteOrder = binary.BigEndian
-				for v.Next() {
-					switch v.Type() {
-					case unix.NFTA_VERDICT_CODE:
-						e.code = int32(v.Uint32())
-					case unix.NFTA_VERDICT_CHAIN:
-						e.chain = v.String()
+			return walkAttributes(data, func(typ uint16, v []byte) error {
+				switch typ {
+				case unix.NFTA_VERDICT_CODE:
+					if len(v) < 4 {
+						return fmt.Errorf("a verdict code of %d bytes", len(v))
 					}
+					e.code = int32(binary.BigEndian.Uint32(v))
+				case unix.NFTA_VERDICT_CHAIN:
+					e.chain = nulTerminated(v)
 				}
 				return nil
 			})
 		}
+		return nil
+	})
+}
+
+// nulTerminated is a netlink string attribute's text.
+func nulTerminated(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
 	}
-	return nil
+	return string(b)
+}
+
+// userComment is the comment in an element's user data (type, length, value records):
+// google/nftables' reader slices past the end of a record whose length overruns the data.
+func userComment(b []byte) string {
+	for len(b) >= 2 {
+		typ, size := userdata.Type(b[0]), int(b[1])
+		if 2+size > len(b) {
+			return ""
+		}
+		if typ == userdata.NFTNL_UDATA_SET_ELEM_COMMENT {
+			return nulTerminated(b[2 : 2+size])
+		}
+		b = b[2+size:]
+	}
+	return ""
 }

@@ -72,18 +72,17 @@ func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
 		return nil, err
 	}
 	defer dumper.close()
-	var elems []dumpedElement
 	for name, ks := range sets {
 		s := &setImage{def: ks.spell(), isMap: ks.flags&unix.NFT_SET_MAP != 0, dynamic: ks.dynamic()}
 		img.sets[name] = s
 		if s.dynamic {
 			continue
 		}
-		clear(elems) // the last set's are spelled in its image: let their bytes go
-		if elems, err = dumper.elements(name, elems[:0]); err != nil {
+		spell := newElementSpeller(ks.flags&unix.NFT_SET_INTERVAL != 0)
+		if err := dumper.elements(name, spell.add); err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}
-		s.elems = kernelElements(elems, ks.flags&unix.NFT_SET_INTERVAL != 0)
+		s.elems = spell.spelled()
 	}
 	return img, nil
 }
@@ -113,28 +112,36 @@ func readChains(conn *nftables.Conn, table *nftables.Table, img *tableImage) err
 	return nil
 }
 
-// kernelElements spells a set's elements; an interval set's as the ranges they make.
-func kernelElements(elems []dumpedElement, interval bool) map[string]string {
-	out := make(map[string]string, len(elems))
-	if interval {
-		var starts, ends [][]byte
-		for _, e := range elems {
-			if e.intervalEnd {
-				ends = append(ends, e.key)
-			} else {
-				starts = append(starts, e.key)
-			}
-		}
-		for _, r := range ranges(starts, ends) {
-			out[r] = ""
-		}
-		return out
+// elementSpeller spells a set's elements as they are read; an interval set's as the ranges
+// they make, once all are read.
+type elementSpeller struct {
+	elems        map[string]string
+	interval     bool
+	starts, ends [][]byte
+}
+
+func newElementSpeller(interval bool) *elementSpeller {
+	return &elementSpeller{elems: map[string]string{}, interval: interval}
+}
+
+func (s *elementSpeller) add(e *dumpedElement) {
+	switch {
+	case !s.interval:
+		s.elems[string(e.key)] = elementRest(e.val, e.verdict, int(e.code), e.chain, e.comment)
+	case e.intervalEnd:
+		s.ends = append(s.ends, bytes.Clone(e.key))
+	default:
+		s.starts = append(s.starts, bytes.Clone(e.key))
 	}
-	for i := range elems {
-		e := &elems[i]
-		out[string(e.key)] = elementRest(e.val, e.verdict, int(e.code), e.chain, e.comment)
+}
+
+func (s *elementSpeller) spelled() map[string]string {
+	if s.interval {
+		for _, r := range ranges(s.starts, s.ends) {
+			s.elems[r] = ""
+		}
 	}
-	return out
+	return s.elems
 }
 
 func elementRest(val []byte, verdict bool, code int, chain, comment string) string {
