@@ -17,10 +17,11 @@ func (b *netlinkBackend) elementDigest(e *ruleset.Element) (elemDigest, error) {
 	if d == nil {
 		return elemDigest{}, fmt.Errorf("no type for set %s", e.Set)
 	}
-	enc, err := d.Encode(e, false)
+	enc, err := d.AppendEncoded(b.digestScratch[:0], e, false)
 	if err != nil {
 		return elemDigest{}, fmt.Errorf("set %s: %w", e.Set, err)
 	}
+	b.digestScratch = enc
 	return b.encodedDigest(enc), nil
 }
 

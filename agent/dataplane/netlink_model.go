@@ -119,6 +119,12 @@ func (m *tableModel) logs() bool { return m.digest != nil && !m.full }
 // applyLogged is apply with the log of the batch's element operations, one per element in the
 // order of ops (see pendingElements.add): a run's elements are not spelled out a second time.
 func (m *tableModel) applyLogged(ops []ruleset.Op, log []loggedElement, sets []string) {
+	adds := make([]int, len(sets))
+	for _, le := range log {
+		if !le.del {
+			adds[le.set]++
+		}
+	}
 	for _, o := range ops {
 		n := 0
 		switch obj := o.Obj.(type) {
@@ -132,6 +138,11 @@ func (m *tableModel) applyLogged(ops []ruleset.Op, log []loggedElement, sets []s
 		}
 		for _, le := range log[:n] {
 			if s := m.sets[sets[le.set]]; s != nil {
+				if len(s.elems) == 0 && adds[le.set] > 0 {
+					// A set filled from empty (a cold sync's) gets its map at its final size
+					// at once, rather than through every size on the way.
+					s.elems, adds[le.set] = make(map[elemID]elemDigest, adds[le.set]), 0
+				}
 				m.record(s, le.id, le.del, elemDigest{sum: le.sum, pieces: le.pieces})
 			}
 		}
