@@ -63,13 +63,13 @@ type netlinkBackend struct {
 	sets map[string]*netlinkenc.SetDef
 	// model is what the accepted batches left in the table, and gen the ruleset generation
 	// the last one produced: a drift check compares the kernel with them (netlink_drift.go).
-	model    *tableModel
-	seed     maphash.Seed // of the elements' digests (see kernelElementDigest)
+	model *tableModel
+	seed  maphash.Seed // of the elements' digests (see kernelElementDigest)
 	// digestScratch holds the element elementDigest encoded last (under mu): the model digests
 	// every element of the table after a full sync.
 	digestScratch []nftables.SetElement
-	gen      uint32
-	genKnown bool
+	gen           uint32
+	genKnown      bool
 	// readGen is the generation before the last read of the table (see read).
 	readGen      uint32
 	readGenKnown bool
