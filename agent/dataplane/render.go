@@ -78,7 +78,8 @@ func (e mapEntry) written() entryWritten { return entryWritten{e.value, e.commen
 // element is e as the ruleset spells it. Its key shares e's array rather than copying it (a
 // full sync spells every element of the table): entries are not changed once rendered.
 func (e *mapEntry) element() *ruleset.Element {
-	el := &ruleset.Element{Set: e.mapName, Key: e.key[:e.key.fields():e.key.fields()], Comment: e.comment}
+	n := e.key.fields()
+	el := &ruleset.Element{Set: e.mapName, Key: e.key[:n:n], Comment: e.comment}
 	switch {
 	case e.value.chain != "":
 		el.Map, el.Verdict = true, &ruleset.Verdict{Kind: ruleset.Goto, Chain: e.value.chain}
