@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"sync"
 	"time"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
@@ -30,11 +31,14 @@ func (pl *planner) renderFull(st *state, desired []desiredService) *rendered {
 	objs := make([]serviceObjects, len(desired))
 	entries := make([]int, len(desired))
 	for i := range desired {
-		objs[i] = renderService(&desired[i].svc, pl.fam)
 		// The transaction renders the elements again as the backend reads them (see
 		// entriesRun): every Service's at once would be the table twice over, at its largest
-		// moment (see docs/agent.md, Memory).
-		entries[i], objs[i].entries = len(objs[i].entries), nil
+		// moment (see docs/agent.md, Memory). Only their number is kept here.
+		buf := entryBuffers.get()
+		objs[i] = renderServiceInto(&desired[i].svc, pl.fam, *buf)
+		entries[i] = len(objs[i].entries)
+		*buf, objs[i].entries = objs[i].entries, nil
+		entryBuffers.put(buf)
 		// Pick chains before any element: a chain that starts using a map makes the kernel
 		// walk the map's elements (see pick.go).
 		for _, c := range objs[i].picks {
@@ -110,15 +114,37 @@ func (pl *planner) writeFullServices(tx *txn, next *state, desired []desiredServ
 
 // entriesRun is the map elements of a written Service as a run the backend spells out as it
 // reads it, rendered from the record's normalized Service, which nothing changes once written.
+// Each read renders them into a reused buffer and yields one reused Element: a full sync reads
+// every element of the table once or twice, and allocating them was most of what it
+// allocated, so most of the collector's work during it.
 func entriesRun(svc *Service, fam family, n int) *ruleset.Elements {
 	return &ruleset.Elements{Count: n, Each: func(yield func(*ruleset.Element) bool) {
-		entries := renderService(svc, fam).entries
+		buf := entryBuffers.get()
+		defer entryBuffers.put(buf)
+		entries := renderServiceInto(svc, fam, *buf).entries
+		*buf = entries
+		var sp entrySpeller
 		for i := range entries {
-			if !yield(entries[i].element()) {
+			if !yield(sp.spell(&entries[i])) {
 				return
 			}
 		}
 	}}
+}
+
+// entryBuffers are the buffers full syncs render a Service's map elements into, reused from
+// one Service to the next (and by nested reads, each its own).
+var entryBuffers = entryPool{sync.Pool{New: func() any { return new([]mapEntry) }}}
+
+type entryPool struct{ p sync.Pool }
+
+func (p *entryPool) get() *[]mapEntry { return p.p.Get().(*[]mapEntry) }
+
+// put gives buf back, emptied of what it rendered so that it keeps no Service's names alive.
+func (p *entryPool) put(buf *[]mapEntry) {
+	clear(*buf)
+	*buf = (*buf)[:0]
+	p.p.Put(buf)
 }
 
 func countRemoved(written map[string]*serviceRecord, desired []desiredService) int {

@@ -182,10 +182,10 @@ func (d *tableDiff) element(c *setCompare, e *ruleset.Element) string {
 	case isDynamic(c.set):
 		return ""
 	case c.have == nil:
-		d.fill.Add(e)
+		d.fill.Add(e.Clone()) // a run's element is valid only while it is read
 		return ""
 	case slices.Contains(c.set.Flags, ruleset.Interval):
-		c.kept = append(c.kept, e)
+		c.kept = append(c.kept, e.Clone())
 		return ""
 	}
 	key, rest, err := c.ss.element(e)
@@ -197,10 +197,10 @@ func (d *tableDiff) element(c *setCompare, e *ruleset.Element) string {
 		c.found++
 	}
 	if ok && had != rest {
-		d.drop.Delete(&ruleset.Element{Set: e.Set, Map: e.Map, Key: e.Key})
+		d.drop.Delete(&ruleset.Element{Set: e.Set, Map: e.Map, Key: slices.Clone(e.Key)})
 	}
 	if !ok || had != rest {
-		d.fill.Add(e)
+		d.fill.Add(e.Clone())
 	}
 	return ""
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 func eps(addrs ...string) []Endpoint {
@@ -159,4 +161,9 @@ func scaleEndpoints(service, n, generation int) []Endpoint {
 			netip.AddrFrom4([4]byte{10, 128 + byte(k>>16), byte(k >> 8), byte(k)}), uint16(8080+generation))}
 	}
 	return out
+}
+
+// endpointValue is an endpoint as the endpoint maps hold it: address . port.
+func endpointValue(ep netip.AddrPort) []ruleset.Value {
+	return []ruleset.Value{ruleset.Addr(ep.Addr()), ruleset.Port(ep.Port())}
 }

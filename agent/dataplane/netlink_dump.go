@@ -132,8 +132,9 @@ func decodeElementList(b []byte, each func(*dumpedElement)) error {
 		if typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
 			return nil
 		}
+		var e dumpedElement // one for the list: each gets it only while it is handed over
 		return walkAttributes(list, func(_ uint16, elem []byte) error {
-			var e dumpedElement
+			e = dumpedElement{}
 			if err := e.decode(elem); err != nil {
 				return err
 			}

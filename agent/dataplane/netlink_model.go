@@ -31,6 +31,8 @@ type tableModel struct {
 	// keys hashes element keys; two seeds make the 128-bit identity of a key.
 	keys [2]maphash.Seed
 	buf  []byte
+	// spare holds the emptied maps of the sets a reset replaces, by name, for their successors.
+	spare map[string]map[elemID]elemDigest
 	// full keeps every element as well (tests only: they read the model back as a kernel's
 	// table, see golden_harness_test.go).
 	full bool
@@ -89,10 +91,19 @@ func (m *tableModel) idOf(key []ruleset.Value) elemID {
 }
 
 // reset starts the model over from table, every object the table holds (see Backend.apply).
+// A set it held before takes its emptied map again, which keeps its room: after a full resync
+// the sets hold about what they held, and growing every map from empty was most of what
+// relearning the table allocated.
 func (m *tableModel) reset(table []ruleset.Op) {
+	m.spare = make(map[string]map[elemID]elemDigest, len(m.sets))
+	for name, s := range m.sets {
+		clear(s.elems)
+		m.spare[name] = s.elems
+	}
 	m.table(ruleset.Delete)
 	m.exists = true
 	m.apply(table)
+	m.spare = nil
 }
 
 // apply replays one accepted batch.
@@ -180,7 +191,7 @@ func (m *tableModel) element(s *modelSet, verb ruleset.Verb, obj *ruleset.Elemen
 	}
 	m.record(s, id, verb == ruleset.Delete, d)
 	if s.values != nil && verb != ruleset.Delete {
-		s.values[id] = obj
+		s.values[id] = obj.Clone() // a run's element is valid only while it is read
 	}
 }
 
@@ -245,7 +256,12 @@ func (m *tableModel) set(verb ruleset.Verb, obj *ruleset.Set) {
 			for _, f := range obj.Flags {
 				dynamic = dynamic || f == ruleset.Dynamic || f == ruleset.HasTimeout
 			}
-			s := &modelSet{def: obj, dynamic: dynamic, elems: map[elemID]elemDigest{}}
+			elems := m.spare[obj.Name]
+			if elems == nil {
+				elems = map[elemID]elemDigest{}
+			}
+			delete(m.spare, obj.Name)
+			s := &modelSet{def: obj, dynamic: dynamic, elems: elems}
 			if m.full {
 				s.values = map[elemID]*ruleset.Element{}
 			}

@@ -78,20 +78,31 @@ func (e mapEntry) written() entryWritten { return entryWritten{e.value, e.commen
 // element is e as the ruleset spells it. Its key shares e's array rather than copying it (a
 // full sync spells every element of the table): entries are not changed once rendered.
 func (e *mapEntry) element() *ruleset.Element {
-	n := e.key.fields()
-	el := &ruleset.Element{Set: e.mapName, Key: e.key[:n:n], Comment: e.comment}
-	switch {
-	case e.value.chain != "":
-		el.Map, el.Verdict = true, &ruleset.Verdict{Kind: ruleset.Goto, Chain: e.value.chain}
-	case e.value.endpoint.IsValid():
-		el.Map, el.Value = true, endpointValue(e.value.endpoint)
-	}
-	return el
+	return new(entrySpeller).spell(e)
 }
 
-// endpointValue is an endpoint as the endpoint maps hold it: address . port.
-func endpointValue(ep netip.AddrPort) []ruleset.Value {
-	return []ruleset.Value{ruleset.Addr(ep.Addr()), ruleset.Port(ep.Port())}
+// entrySpeller spells entries into one Element it rewrites for each, so that a run of a
+// Service's elements, read one at a time (see ruleset.Elements), allocates none of them.
+type entrySpeller struct {
+	el      ruleset.Element
+	value   [2]ruleset.Value
+	verdict ruleset.Verdict
+}
+
+// spell returns e as the ruleset spells it, valid until the next spell: the key shares e's
+// array, the value and verdict the speller's own.
+func (s *entrySpeller) spell(e *mapEntry) *ruleset.Element {
+	n := e.key.fields()
+	s.el = ruleset.Element{Set: e.mapName, Key: e.key[:n:n], Comment: e.comment}
+	switch {
+	case e.value.chain != "":
+		s.verdict = ruleset.Verdict{Kind: ruleset.Goto, Chain: e.value.chain}
+		s.el.Map, s.el.Verdict = true, &s.verdict
+	case e.value.endpoint.IsValid():
+		s.value = [2]ruleset.Value{ruleset.Addr(e.value.endpoint.Addr()), ruleset.Port(e.value.endpoint.Port())}
+		s.el.Map, s.el.Value = true, s.value[:]
+	}
+	return &s.el
 }
 
 // portComment is "namespace/name:port", cut to what nftables keeps of a comment.
@@ -151,11 +162,21 @@ type serviceObjects struct {
 // affinity.go). Ports without endpoints get entries in the no-endpoint sets, which the
 // filter chains turn into a reject.
 func renderService(svc *Service, fam family) serviceObjects {
+	return renderServiceInto(svc, fam, nil)
+}
+
+// renderServiceInto is renderService with its map elements appended to entries[:0], which is
+// grown once when it is too small: a full sync renders every Service's elements into buffers
+// it reuses (see entryBuffers).
+func renderServiceInto(svc *Service, fam family, entries []mapEntry) serviceObjects {
 	var out serviceObjects
 	if svc.AffinityTimeout > 0 {
 		out.timeout = svc.AffinityTimeout
 	}
-	out.entries = make([]mapEntry, 0, entriesAtMost(svc))
+	if n := entriesAtMost(svc); cap(entries) < n {
+		entries = make([]mapEntry, 0, n)
+	}
+	out.entries = entries[:0]
 	for _, p := range svc.Ports {
 		reachable := p.Endpoints
 		if p.ExternalLocal && p.NodePort != 0 {

@@ -60,4 +60,31 @@ func TestAllStopsInsideARun(t *testing.T) {
 	}
 }
 
+// reusedRunOf yields one Element rewritten for each port, as the dataplane's runs do.
+func reusedRunOf(set string, ports ...uint16) *Elements {
+	return &Elements{Count: len(ports), Each: func(yield func(*Element) bool) {
+		var e Element
+		key := make([]Value, 2)
+		v := Verdict{Kind: Goto}
+		for _, p := range ports {
+			key[0], key[1] = Addr(netip.MustParseAddr("10.0.0.1")), Port(p)
+			v.Chain = "c" + itoa(uint32(p))
+			e = Element{Set: set, Map: true, Key: key, Verdict: &v}
+			if !yield(&e) {
+				return
+			}
+		}
+	}}
+}
+
+func TestExpandKeepsEachElementOfARunThatReusesOne(t *testing.T) {
+	got := Expand([]Op{{Verb: Add, Obj: reusedRunOf("m", 1, 2, 3)}})
+	for i, o := range got {
+		e := o.Obj.(*Element)
+		if p := e.Key[1].Num; p != uint32(i+1) || e.Verdict.Chain != "c"+itoa(p) {
+			t.Fatalf("element %d is port %d to %s: Expand kept the run's reused element", i, p, e.Verdict.Chain)
+		}
+	}
+}
+
 func itoa(n uint32) string { return string(rune('0' + n)) }
