@@ -42,13 +42,14 @@ func (b *netlinkBackend) read(ctx context.Context) (*tableImage, speller, error)
 	}
 	// The generation before the listing: a write after it makes the next drift check look.
 	gen, genErr := generation()
-	img, err := readNetlinkTable(b.table)
+	img, err := readNetlinkTable(b.table, b.model.size)
 	b.readGen, b.readGenKnown = gen, genErr == nil
 	return img, sp, err
 }
 
-// readNetlinkTable lists table's chains, rules, sets and (but for dynamic sets) elements.
-func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
+// readNetlinkTable lists table's chains, rules, sets and (but for dynamic sets) elements. size,
+// when not nil, tells how many elements a set probably holds (what the agent last wrote to it).
+func readNetlinkTable(table *nftables.Table, size func(set string) int) (*tableImage, error) {
 	conn, err := nftables.New(nftables.AsLasting())
 	if err != nil {
 		return nil, err
@@ -78,7 +79,11 @@ func readNetlinkTable(table *nftables.Table) (*tableImage, error) {
 		if s.dynamic {
 			continue
 		}
-		spell := newElementSpeller(ks.flags&unix.NFT_SET_INTERVAL != 0)
+		hint := 0
+		if size != nil {
+			hint = size(name)
+		}
+		spell := newElementSpeller(ks.flags&unix.NFT_SET_INTERVAL != 0, hint)
 		if err := dumper.elements(name, spell.add); err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}
@@ -120,8 +125,10 @@ type elementSpeller struct {
 	starts, ends [][]byte
 }
 
-func newElementSpeller(interval bool) *elementSpeller {
-	return &elementSpeller{elems: map[string]string{}, interval: interval}
+// newElementSpeller spells a set of about size elements: its map grows once, not through every
+// size on the way (a full sync reads every element of the table).
+func newElementSpeller(interval bool, size int) *elementSpeller {
+	return &elementSpeller{elems: make(map[string]string, size), interval: interval}
 }
 
 func (s *elementSpeller) add(e *dumpedElement) {

@@ -90,6 +90,14 @@ func (m *tableModel) idOf(key []ruleset.Value) elemID {
 	return elemID{maphash.Bytes(m.keys[0], b), maphash.Bytes(m.keys[1], b)}
 }
 
+// size is how many elements the model holds in set name.
+func (m *tableModel) size(name string) int {
+	if s := m.sets[name]; s != nil {
+		return len(s.elems)
+	}
+	return 0
+}
+
 // reset starts the model over from table, every object the table holds (see Backend.apply).
 // A set it held before takes its emptied map again, which keeps its room: after a full resync
 // the sets hold about what they held, and growing every map from empty was most of what

@@ -79,7 +79,7 @@ func (k *nftKernelBackend) read(ctx context.Context) (*tableImage, speller, erro
 		table.Family = nftables.TableFamilyIPv6
 	}
 	gen, genErr := generation()
-	img, err := readNetlinkTable(table)
+	img, err := readNetlinkTable(table, k.model.size)
 	k.readGen, k.readGenKnown = gen, genErr == nil
 	return img, netlinkSpeller{fam: k.fam, table: table, nft: true}, err
 }
