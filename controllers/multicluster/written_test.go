@@ -10,9 +10,11 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
@@ -28,6 +30,8 @@ type cachedBroker struct {
 	mu            sync.Mutex
 	cache         client.Client
 	writes        []string
+	// caches builds the cache again from the API server's objects (nil: brokerFake's indexes).
+	caches func(t *testing.T, objs ...client.Object) client.WithWatch
 }
 
 func (c *cachedBroker) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -61,6 +65,10 @@ func (c *cachedBroker) catchUp(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.caches != nil {
+		c.cache = c.caches(t, objs...)
+		return
+	}
 	c.cache = brokerFake(t, nil, objs...)
 }
 
@@ -196,5 +204,70 @@ func TestWrittenSlicesForgetWhatTheCacheShows(t *testing.T) {
 	now = now.Add(writtenExpiry + time.Second)
 	if w.behind(owner, nil) {
 		t.Fatal("a remembered write held the reconcile back past writtenExpiry")
+	}
+}
+
+// localFake is a member's API server, or its cache, with the import controller's slice index.
+func localFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	s, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mcsv1beta1.Install(s); err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+		WithIndex(&discoveryv1.EndpointSlice{}, indexLocalImported, localImportedService)
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	return b.Build()
+}
+
+// The import controller holds back the same way: a reconcile that runs again before the member's
+// cache shows the imported-slice writes it just made (here the deletes of an import nobody
+// exports any more) writes nothing, where it would delete the same slices a second time.
+func TestImportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
+	ctx := context.Background()
+	imported := builders.MakeEndpointSlice("shop", "web-east-1").UID("u1").
+		Label(discoveryv1.LabelManagedBy, sliceplan.ManagedBy).Label(mcsv1beta1.LabelServiceName, "web").Obj()
+	local := &cachedBroker{caches: func(t *testing.T, objs ...client.Object) client.WithWatch { return localFake(t, nil, objs...) }}
+	local.Client = localFake(t, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			local.writes = append(local.writes, "create "+obj.GetName())
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			local.writes = append(local.writes, "update "+obj.GetName())
+			return c.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			local.writes = append(local.writes, "delete "+obj.GetName())
+			return c.Delete(ctx, obj, opts...)
+		},
+	}, imported.DeepCopy())
+	local.cache = localFake(t, nil, imported.DeepCopy())
+	r := &importReconciler{local: local, broker: brokerFake(t, nil), brokerNamespace: "broker", self: "west",
+		members: newMembership("west", "broker", time.Minute, nil), recorder: events.NewFakeRecorder(10),
+		written: newWrittenSlices()}
+	key := types.NamespacedName{Namespace: "shop", Name: "web"}
+
+	reconcile := func(step string, wantWrites int, wantErr error) {
+		t.Helper()
+		before := len(local.writes)
+		if err := r.reconcile(ctx, key); !errors.Is(err, wantErr) {
+			t.Fatalf("%s: reconcile returned %v, want %v", step, err, wantErr)
+		}
+		if got := local.writes[before:]; len(got) != wantWrites {
+			t.Fatalf("%s: wrote %v, want %d writes", step, got, wantWrites)
+		}
+	}
+	reconcile("nobody exports web: its imported slice goes", 1, nil)
+	reconcile("again before the cache shows the delete", 0, errStaleCache)
+	local.catchUp(t)
+	reconcile("the cache caught up, nothing left", 0, nil)
+	if n := len(r.written.m); n != 0 {
+		t.Fatalf("%d imports' writes still remembered once the cache shows them all", n)
 	}
 }
