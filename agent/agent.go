@@ -78,10 +78,6 @@ type Options struct {
 	// it falls back to ClusterID instead of waiting for a watch that never
 	// syncs.
 	APIReader client.Reader
-	// FullSyncGCPercent is Go's GOGC while a full sync runs, when it is below the process's
-	// own: full syncs set the agent's peak memory (see DefaultFullSyncGCPercent); 0 leaves
-	// the collector alone.
-	FullSyncGCPercent int
 	// OnSync, when set, is called after every sync attempt (for the dry-run
 	// output, and for tests).
 	OnSync func(Report)
@@ -108,7 +104,6 @@ func DefaultOptions() Options {
 		DriftCheckPeriod:  DefaultDriftCheckPeriod,
 		RetryDelay:        DefaultRetryDelay,
 		MaxRetryDelay:     DefaultMaxRetryDelay,
-		FullSyncGCPercent: DefaultFullSyncGCPercent,
 	}
 }
 
@@ -122,8 +117,6 @@ func (o Options) Validate() error {
 	case o.MinSyncInterval <= 0 || o.SyncPeriod <= 0 || o.DriftCheckPeriod <= 0 || o.RetryDelay <= 0:
 		return fmt.Errorf("agent: min sync interval %s, sync period %s, drift check period %s and retry delay %s must be positive (start from DefaultOptions)",
 			o.MinSyncInterval, o.SyncPeriod, o.DriftCheckPeriod, o.RetryDelay)
-	case o.FullSyncGCPercent < 0:
-		return fmt.Errorf("agent: full sync GC percent %d must not be negative (0 leaves the collector alone)", o.FullSyncGCPercent)
 	case o.MaxRetryDelay < o.RetryDelay:
 		return fmt.Errorf("agent: max retry delay %s is below the retry delay %s", o.MaxRetryDelay, o.RetryDelay)
 	}
@@ -341,9 +334,6 @@ func resetTimer(t *time.Timer, d time.Duration) {
 
 // sync converts what changed and runs every dataplane once.
 func (a *Agent) sync(ctx context.Context, full bool) Report {
-	if full {
-		defer lowerCollectorGoal(a.opts.FullSyncGCPercent)()
-	}
 	start := time.Now()
 	p := a.store.refresh(full)
 	report := Report{Full: full, Programmed: p.counts.programmed, Converted: p.changed, Started: start,

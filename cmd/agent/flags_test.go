@@ -40,7 +40,7 @@ func TestEveryFlagReachesTheAgent(t *testing.T) {
 		}},
 		{"sync-period", "2h", func(t *testing.T, f *flags) bool { return agentOpts(t, f).SyncPeriod == 2*time.Hour }},
 		{"drift-check-period", "5m", func(t *testing.T, f *flags) bool { return agentOpts(t, f).DriftCheckPeriod == 5*time.Minute }},
-		{"full-sync-gc-percent", "0", func(t *testing.T, f *flags) bool { return agentOpts(t, f).FullSyncGCPercent == 0 }},
+		{"gc-percent", "0", func(_ *testing.T, f *flags) bool { return f.gcPercent == 0 }},
 		{"min-sync-interval", "3s", func(t *testing.T, f *flags) bool { return agentOpts(t, f).MinSyncInterval == 3*time.Second }},
 		{"watch-serviceimports", "false", func(t *testing.T, f *flags) bool { return !agentOpts(t, f).WatchServiceImports }},
 		{"cluster-id", "east", func(t *testing.T, f *flags) bool { return agentOpts(t, f).ClusterID == "east" }},

@@ -48,6 +48,7 @@ type flags struct {
 	podCIDRs                             prefixList
 	families                             familyList
 	cleanup                              bool
+	gcPercent                            int
 }
 
 func main() {
@@ -75,6 +76,8 @@ func main() {
 		log.Error(err, "invalid flags")
 		os.Exit(2)
 	}
+	lowerCollectorGoal(f.gcPercent) // for the process's life
+	log.Info("garbage collector", "gogc", collectorGoal())
 	cfg, err := config.GetConfigWithContext(f.kubeContext)
 	if err != nil {
 		log.Error(err, "unable to load a kubeconfig")
@@ -119,7 +122,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.Var(&f.families, "ip-families", "IP families to program, comma-separated: IPv4, IPv6")
 	fs.DurationVar(&a.SyncPeriod, "sync-period", a.SyncPeriod, "interval of full syncs, which compare every Service with the kernel's tables and write only where they differ, repairing drift")
 	fs.DurationVar(&a.DriftCheckPeriod, "drift-check-period", a.DriftCheckPeriod, "how often the table is compared with what the agent programmed (with --nftables-backend=nft only its chains, sets and their sizes); drift is counted in fleetslice_agent_sync_proxy_rules_nftables_table_drift_total and repaired at once")
-	fs.IntVar(&a.FullSyncGCPercent, "full-sync-gc-percent", a.FullSyncGCPercent, "Go's GOGC while a full sync runs, when below the process's own: full syncs (at start and every --sync-period) set the agent's peak memory, and a lower value keeps the heap closer to what is live at the cost of more collector CPU during them (0 leaves the collector alone)")
+	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go's GOGC for the agent, when below the process's own ($GOGC): the heap grows by this percentage of what is live before the collector runs, so a lower value keeps the agent's resident memory closer to what it holds, at the cost of more collector CPU (0 leaves the collector alone)")
 	fs.DurationVar(&a.MinSyncInterval, "min-sync-interval", a.MinSyncInterval, "least time between two syncs; a burst of changes within it makes one sync")
 	fs.BoolVar(&a.WatchServiceImports, "watch-serviceimports", true, "add ServiceImport IPs to the derived Services of multi-cluster imports (skipped when the CRD is not installed)")
 	fs.StringVar(&a.ClusterID, "cluster-id", os.Getenv("CLUSTER_ID"), "this cluster's id in the ClusterSet when the cluster has no ClusterProperty cluster.clusterset.k8s.io (the property wins, as for the manager); with an id imports of PreferSameCluster Services follow their cluster allocation, without one they spread over every cluster (default: $CLUSTER_ID)")
@@ -142,6 +145,8 @@ func (f *flags) validate() error {
 		return fmt.Errorf("--nftables-backend must be %s or %s, not %q", backendNetlink, backendNft, f.backend)
 	case len(f.families) == 0:
 		return errors.New("--ip-families must name at least one family")
+	case f.gcPercent < 0:
+		return fmt.Errorf("--gc-percent %d must not be negative (0 leaves the collector alone)", f.gcPercent)
 	case f.agent.ClusterID != "":
 		if err := clusterid.Validate(f.agent.ClusterID); err != nil {
 			return fmt.Errorf("--cluster-id: %w", err)

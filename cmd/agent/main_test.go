@@ -67,6 +67,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"--node-name=n", "--ip-families="},
 		{"--node-name=n", "--nftables-backend=iptables"},
 		{"--node-name=n", "--cluster-id=East_1"},
+		{"--node-name=n", "--gc-percent=-1"},
 	} {
 		f, err := parse(t, args...)
 		if err != nil {
