@@ -99,11 +99,11 @@ const (
 // Dataplanes have none.
 func DefaultOptions() Options {
 	return Options{
-		MinSyncInterval:   DefaultMinSyncInterval,
-		SyncPeriod:        DefaultSyncPeriod,
-		DriftCheckPeriod:  DefaultDriftCheckPeriod,
-		RetryDelay:        DefaultRetryDelay,
-		MaxRetryDelay:     DefaultMaxRetryDelay,
+		MinSyncInterval:  DefaultMinSyncInterval,
+		SyncPeriod:       DefaultSyncPeriod,
+		DriftCheckPeriod: DefaultDriftCheckPeriod,
+		RetryDelay:       DefaultRetryDelay,
+		MaxRetryDelay:    DefaultMaxRetryDelay,
 	}
 }
 
