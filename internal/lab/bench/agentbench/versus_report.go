@@ -31,7 +31,8 @@ const (
 )
 
 // versusMemoryChecks holds the agent's peak RSS to its share of kube-proxy's at every large size
-// both ran.
+// both ran: the largest each reached anywhere in its runs (the cold syncs, the restart on its own
+// table, the agent's periodic full resyncs), since a node pays whichever moment is largest.
 func versusMemoryChecks(results []versusResult) []bench.Check {
 	var out []bench.Check
 	for _, r := range results {
@@ -40,14 +41,27 @@ func versusMemoryChecks(results []versusResult) []bench.Check {
 		if !okA || !okK || r.size.services*r.size.endpoints < memoryCheckEndpoints {
 			continue
 		}
-		c := bench.Check{Name: fmt.Sprintf("%s × %s: the agent's peak RSS at most %.1f× kube-proxy's",
+		c := bench.Check{Name: fmt.Sprintf("%s × %s: the agent's largest peak RSS (cold syncs, restart, periodic full resyncs) at most %.1f× kube-proxy's",
 			bench.Count(int64(r.size.services)), bench.Count(int64(r.size.endpoints)), maxPeakRSSRatio)}
-		if ag.rss <= 0 || kp.rss <= 0 || float64(ag.rss) > maxPeakRSSRatio*float64(kp.rss) {
-			c.Failure = fmt.Sprintf("%s against %s (%s)", mebibytes(ag.rss), mebibytes(kp.rss), ratio(float64(ag.rss), float64(kp.rss)))
+		a, k := ag.largestRSS(), kp.largestRSS()
+		if a <= 0 || k <= 0 || float64(a) > maxPeakRSSRatio*float64(k) {
+			c.Failure = fmt.Sprintf("%s against %s (%s)", mebibytes(a), mebibytes(k), ratio(float64(a), float64(k)))
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// largestRSS is the largest peak resident memory of the program's runs: the cold syncs' and
+// every later step's that measured one.
+func (pr programResult) largestRSS() int64 {
+	largest := pr.rss
+	for _, st := range pr.steps {
+		for _, smp := range st.samples {
+			largest = max(largest, smp.rss)
+		}
+	}
+	return largest
 }
 
 // medianOf the values that are numbers; NaN when none is.

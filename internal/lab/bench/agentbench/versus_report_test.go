@@ -121,4 +121,12 @@ func TestVersusMemoryChecksHoldLargeSizesOnly(t *testing.T) {
 	if !strings.Contains(checks[0].Name, "5,000 × 50") {
 		t.Fatalf("check name %q does not name the size", checks[0].Name)
 	}
+
+	// A periodic full resync above the cold sync's peak is the agent's peak.
+	resynced := at(5000, 50, 200, 424, false)
+	resynced.programs[0].steps = []versusStep{{name: versusResync, samples: []versusSample{{rss: 150 << 20}, {rss: 280 << 20}}}}
+	resynced.programs[1].steps = []versusStep{{name: versusRestart, samples: []versusSample{{rss: 436 << 20}}}}
+	if c := versusMemoryChecks([]versusResult{resynced}); len(c) != 1 || c[0].Failure != "280 MiB against 436 MiB (0.64×)" {
+		t.Fatalf("checks with a resync above the cold peak = %+v", c)
+	}
 }
