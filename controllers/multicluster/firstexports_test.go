@@ -21,14 +21,7 @@ import (
 
 func exportsClient(t *testing.T, names ...string) client.Client {
 	t.Helper()
-	s, err := Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mcsv1beta1.Install(s); err != nil {
-		t.Fatal(err)
-	}
-	b := fake.NewClientBuilder().WithScheme(s)
+	b := fake.NewClientBuilder().WithScheme(memberScheme(t))
 	for _, n := range names {
 		b = b.WithObjects(&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: n}})
 	}

@@ -9,6 +9,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,29 @@ func (c *cachedBroker) List(ctx context.Context, list client.ObjectList, opts ..
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cache.List(ctx, list, opts...)
+}
+
+// recording has the API server note every create, update and delete in writes.
+func (c *cachedBroker) recording() *interceptor.Funcs {
+	note := func(verb string, obj client.Object) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.writes = append(c.writes, verb+" "+obj.GetName())
+	}
+	return &interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			note("create", obj)
+			return cl.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			note("update", obj)
+			return cl.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			note("delete", obj)
+			return cl.Delete(ctx, obj, opts...)
+		},
+	}
 }
 
 // catchUp makes the cache hold what the API server holds.
@@ -104,16 +128,7 @@ func TestExportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
 	local := fake.NewClientBuilder().WithScheme(s).WithObjects(source).
 		WithIndex(&discoveryv1.EndpointSlice{}, indexLocalSource, localSourceService).Build()
 	broker := &cachedBroker{}
-	broker.Client = brokerFake(t, &interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			broker.writes = append(broker.writes, "create "+obj.GetName())
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			broker.writes = append(broker.writes, "update "+obj.GetName())
-			return c.Update(ctx, obj, opts...)
-		},
-	})
+	broker.Client = brokerFake(t, broker.recording())
 	broker.cache = brokerFake(t, nil)
 	r := &exportReconciler{local: local, broker: broker, brokerNamespace: "broker", self: "east",
 		writeTimeout: 5 * time.Second, written: newWrittenSlices()}
@@ -207,8 +222,8 @@ func TestWrittenSlicesForgetWhatTheCacheShows(t *testing.T) {
 	}
 }
 
-// localFake is a member's API server, or its cache, with the import controller's slice index.
-func localFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.WithWatch {
+// memberScheme is a member's types: the broker's and the MCS API's.
+func memberScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s, err := Scheme()
 	if err != nil {
@@ -217,7 +232,13 @@ func localFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) cl
 	if err := mcsv1beta1.Install(s); err != nil {
 		t.Fatal(err)
 	}
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).
+	return s
+}
+
+// localFake is a member's API server, or its cache, with the import controller's slice index.
+func localFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(memberScheme(t)).WithObjects(objs...).
 		WithIndex(&discoveryv1.EndpointSlice{}, indexLocalImported, localImportedService)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
@@ -233,20 +254,7 @@ func TestImportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
 	imported := builders.MakeEndpointSlice("shop", "web-east-1").UID("u1").
 		Label(discoveryv1.LabelManagedBy, sliceplan.ManagedBy).Label(mcsv1beta1.LabelServiceName, "web").Obj()
 	local := &cachedBroker{caches: func(t *testing.T, objs ...client.Object) client.WithWatch { return localFake(t, nil, objs...) }}
-	local.Client = localFake(t, &interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			local.writes = append(local.writes, "create "+obj.GetName())
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			local.writes = append(local.writes, "update "+obj.GetName())
-			return c.Update(ctx, obj, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			local.writes = append(local.writes, "delete "+obj.GetName())
-			return c.Delete(ctx, obj, opts...)
-		},
-	}, imported.DeepCopy())
+	local.Client = localFake(t, local.recording(), imported.DeepCopy())
 	local.cache = localFake(t, nil, imported.DeepCopy())
 	r := &importReconciler{local: local, broker: brokerFake(t, nil), brokerNamespace: "broker", self: "west",
 		members: newMembership("west", "broker", time.Minute, nil), recorder: events.NewFakeRecorder(10),
