@@ -47,8 +47,8 @@ func (b *netlinkBackend) read(ctx context.Context) (*tableImage, speller, error)
 	return img, sp, err
 }
 
-// readNetlinkTable lists table's chains, rules, sets and (but for dynamic sets) elements. size,
-// when not nil, tells how many elements a set probably holds (what the agent last wrote to it).
+// readNetlinkTable lists table's chains, rules, sets and (but for dynamic sets) elements. size
+// tells how many elements a set probably holds (what the agent last wrote to it).
 func readNetlinkTable(table *nftables.Table, size func(set string) int) (*tableImage, error) {
 	conn, err := nftables.New(nftables.AsLasting())
 	if err != nil {
@@ -79,11 +79,7 @@ func readNetlinkTable(table *nftables.Table, size func(set string) int) (*tableI
 		if s.dynamic {
 			continue
 		}
-		hint := 0
-		if size != nil {
-			hint = size(name)
-		}
-		spell := newElementSpeller(ks.flags&unix.NFT_SET_INTERVAL != 0, hint)
+		spell := newElementSpeller(ks.flags&unix.NFT_SET_INTERVAL != 0, size(name))
 		if err := dumper.elements(name, spell.add); err != nil {
 			return nil, fmt.Errorf("listing set %s: %w", name, err)
 		}

@@ -18,27 +18,21 @@ import (
 // Memory).
 const defaultGCPercent = 25
 
-// lowerCollectorGoal runs the collector at percent until the returned func is called, unless it
+// lowerCollectorGoal runs the collector at percent for the rest of the process's life, unless it
 // already runs at that or below (or is off: GOGC=off): an operator's own GOGC is never raised.
 // 0 leaves it alone.
-func lowerCollectorGoal(percent int) (restore func()) {
+func lowerCollectorGoal(percent int) {
 	if percent <= 0 {
-		return func() {}
+		return
 	}
-	prev := debug.SetGCPercent(percent)
-	if prev <= percent { // GOGC=off is -1: below any percent
+	if prev := debug.SetGCPercent(percent); prev <= percent { // GOGC=off is -1: below any percent
 		debug.SetGCPercent(prev)
-		return func() {}
 	}
-	return func() { debug.SetGCPercent(prev) }
 }
 
 // collectorGoal is the process's GOGC (-1: off).
 func collectorGoal() int {
 	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return -1
-	}
-	return int(s[0].Value.Uint64())
+	return int(s[0].Value.Uint64()) // off reads as the largest uint64
 }

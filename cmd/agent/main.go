@@ -76,7 +76,7 @@ func main() {
 		log.Error(err, "invalid flags")
 		os.Exit(2)
 	}
-	lowerCollectorGoal(f.gcPercent) // for the process's life
+	lowerCollectorGoal(f.gcPercent)
 	log.Info("garbage collector", "gogc", collectorGoal())
 	cfg, err := config.GetConfigWithContext(f.kubeContext)
 	if err != nil {
