@@ -36,6 +36,9 @@ type fleetResult struct {
 	// member joining: the time plain clients without a rate limit take to write the same
 	// objects (floor.go).
 	BulkFloor, JoinFloor time.Duration
+	// BulkCPU and BulkFloorCPU are what every API server and etcd used during the bulk start
+	// and during its floor.
+	BulkCPU, BulkFloorCPU time.Duration
 	// APIServerRestart is the first member's kube-apiserver stopped and started again while no
 	// manager ran, until it served: part of the member restart's floor.
 	APIServerRestart time.Duration
@@ -80,10 +83,10 @@ type fleetResult struct {
 // member joining and of the broker's comeback changes, and the time an API server restart takes.
 func (f *fleet) floors(ctx context.Context) error {
 	var err error
-	if f.res.BulkFloor, err = f.measureFloor(ctx, "floor-bulk", bulkFloor(f.o.members)); err != nil {
+	if f.res.BulkFloor, f.res.BulkFloorCPU, err = f.measureFloor(ctx, "floor-bulk", bulkFloor(f.o.members)); err != nil {
 		return err
 	}
-	if f.res.JoinFloor, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1)); err != nil {
+	if f.res.JoinFloor, _, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1)); err != nil {
 		return err
 	}
 	changes, err := f.comebackChanges(f.o.changes)
@@ -124,6 +127,10 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 		memberAPIServers, memberEtcds = append(memberAPIServers, a), append(memberEtcds, e)
 	}
 	apiBefore, etcdBefore := totalCPU(memberAPIServers), totalCPU(memberEtcds)
+	planesBefore, err := f.controlPlanesCPU()
+	if err != nil {
+		return err
+	}
 	began := time.Now()
 	if err := f.set.StartManagers(); err != nil {
 		return err
@@ -132,7 +139,12 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 		return err
 	}
 	f.res.Bulk = time.Since(began)
-	f.logf("every member imports everything %s after the managers started", f.res.Bulk.Round(time.Millisecond))
+	if f.res.BulkCPU, err = f.controlPlanesCPU(); err != nil {
+		return err
+	}
+	f.res.BulkCPU -= planesBefore
+	f.logf("every member imports everything %s after the managers started; API servers and etcds used %s of CPU (%s during the floor)",
+		f.res.Bulk.Round(time.Millisecond), f.res.BulkCPU.Round(100*time.Millisecond), f.res.BulkFloorCPU.Round(100*time.Millisecond))
 	if f.res.BulkWrites, err = f.settle(ctx, before, 3*time.Second); err != nil {
 		return err
 	}
@@ -394,4 +406,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// controlPlanesCPU is the CPU every API server and etcd of the set (broker and members) has used
+// so far. Read before and after a phase, it says how much control-plane work the phase cost, which
+// sets a bulk start beside its write floor: the same writes, and what the managers' reads and
+// watches added to them.
+func (f *fleet) controlPlanesCPU() (time.Duration, error) {
+	var sum time.Duration
+	for _, c := range f.clusters() {
+		apiserver, etcd, err := lightset.ControlPlanePIDs(c.Config.Host)
+		if err != nil {
+			return 0, err
+		}
+		sum += localset.CPUTime(apiserver) + localset.CPUTime(etcd)
+	}
+	return sum, nil
 }

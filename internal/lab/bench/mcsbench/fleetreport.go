@@ -51,11 +51,12 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 		Header: []string{"Members x exported Services", "All managers start -> all imported (x write floor)", "One member joins -> all imported (x write floor)",
 			"Single change p50 / p99", "p99 while a member joins", "Lease expiry -> lost member withdrawn (max)",
 			"Broker objects", "Broker watch events / KiB per change", "Broker kube-apiserver RSS / CPU", "Broker etcd RSS / CPU", "Manager RSS (max)",
-			"CPU in the bulk start: managers / member API servers / member etcds"},
+			"CPU in the bulk start: managers / member API servers / member etcds", "API servers and etcds CPU: bulk start / its floor"},
 	}
 	writes := bench.Table{
 		Caption: "Writes during the bulk start, counted at each API server, per exported Service",
-		Header:  []string{"Members x exported Services", "Where", "Writes", "Per export", "By resource and verb, per export"},
+		Header: []string{"Members x exported Services", "Where", "Writes",
+			"Per imported Service (members) or export (broker)", "Per own export (its status)", "Lease renewals", "By resource and verb, per Service"},
 	}
 	var checks []bench.Check
 	for _, r := range runs {
@@ -73,6 +74,7 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 			mib(r.BrokerEtcdRSS) + " / " + r.BrokerEtcdCPU.Round(100*time.Millisecond).String(),
 			mib(slices.Max(append([]int64{0}, r.ManagerRSS...))),
 			fmt.Sprintf("%s / %s / %s", r.ManagersCPU.Round(100*time.Millisecond), r.MemberAPIServersCPU.Round(100*time.Millisecond), r.MemberEtcdsCPU.Round(100*time.Millisecond)),
+			versusFloor(r.BulkCPU, r.BulkFloorCPU),
 		})
 		for i, w := range r.BulkWrites {
 			where, per := "broker", exports
@@ -82,12 +84,60 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 			if i > 2 && i < len(r.BulkWrites)-1 {
 				continue // members look alike; the first two and the last stand for them
 			}
+			imports, exports, leases := splitWrites(w)
+			own := "–"
+			if i > 0 {
+				own = fmt.Sprintf("%.2f", float64(exports)/float64(per))
+			}
 			writes.Rows = append(writes.Rows, []string{size, where, strconv.Itoa(w.Total()),
-				fmt.Sprintf("%.2f", float64(w.Total())/float64(per)), perExport(w, per)})
+				fmt.Sprintf("%.2f", float64(imports)/float64(per)), own, strconv.Itoa(leases), perExport(w, per)})
 		}
 		checks = append(checks, fleetChecks(r)...)
 	}
 	return []bench.Table{scale, writes, comebackTable(runs)}, checks
+}
+
+// importWritesBesidesSlices is what a member may write per imported Service in a bulk start
+// besides one imported slice per exporter: the derived Service, the IPAddress its API server
+// allocates, the ServiceImport and its status (7 in all with 3 exporters). Its own export's
+// status is one write per export, held apart.
+const importWritesBesidesSlices = 4
+
+// splitWrites parts a cluster's writes into what its imports (or, on the broker, its peers'
+// exports) cost, its own exports' status writes, and Lease renewals.
+func splitWrites(w apimetrics.Writes) (imports, exports, leases int) {
+	for k, n := range w.Served {
+		switch k.Resource {
+		case "leases":
+			leases += n
+		case "serviceexports/status":
+			exports += n
+		default:
+			imports += n
+		}
+	}
+	return imports, exports, leases
+}
+
+// writesCheck holds each member to one slice per exporter and importWritesBesidesSlices per imported Service and one status write
+// per own export, every request counted (retries refused with 409 included).
+func writesCheck(r *fleetResult, size string) bench.Check {
+	bound := float64(r.Members + importWritesBesidesSlices)
+	c := bench.Check{Name: fmt.Sprintf("%s: each member writes at most %.0f times per imported Service and once per own export's status", size, bound)}
+	var over []string
+	for i, w := range r.BulkWrites[1:] {
+		imports, exports, _ := splitWrites(w)
+		if per := float64(imports) / float64(r.Services); per > bound {
+			over = append(over, fmt.Sprintf("member-%02d %.2f per import", i, per))
+		}
+		if per := float64(exports) / float64(r.Services); per > 1 {
+			over = append(over, fmt.Sprintf("member-%02d %.2f per export", i, per))
+		}
+	}
+	if len(over) > 0 {
+		c.Failure = strings.Join(over, ", ")
+	}
+	return c
 }
 
 func fleetChecks(r *fleetResult) []bench.Check {
@@ -110,7 +160,7 @@ func fleetChecks(r *fleetResult) []bench.Check {
 	if p := e2ebench.Percentile(r.JoinPropagation, 99); p > joinPropagationBound {
 		fair.Failure = fmt.Sprintf("p99 %s", p)
 	}
-	checks := append([]bench.Check{restart, arrived}, comebackChecks(r, size)...)
+	checks := append([]bench.Check{restart, arrived, writesCheck(r, size)}, comebackChecks(r, size)...)
 	// Times are claims about full-size runs only; quick runs check what cannot depend on speed.
 	if r.Services >= fullFleetServices {
 		checks = append(checks, fair)

@@ -73,26 +73,33 @@ func joinFloor(members, joiner int) floorWork {
 // measureFloor creates, in a namespace of its own in every API server, the objects of work for
 // every Service, all API servers at once, and returns how long that took. It runs while no
 // manager does (they would import, or tear down, what it writes) and deletes what it wrote
-// afterwards, untimed.
-func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWork) (time.Duration, error) {
+// afterwards, untimed. It also returns the CPU every API server and etcd used meanwhile.
+func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWork) (took, cpu time.Duration, err error) {
 	clients, err := f.floorClients(ctx, namespace)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	exports, err := f.floorExports(ctx, clients[1:], namespace, work)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	jobs := [][]floorJob{f.brokerFloorJobs(namespace, work)}
 	for m := range f.set.Members {
 		jobs = append(jobs, f.memberFloorJobs(namespace, work, m, exports[m]))
 	}
-	took, err := runAll(ctx, clients, jobs)
+	cpuBefore, err := f.controlPlanesCPU()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	f.logf("write floor in %s: %s", namespace, took.Round(time.Millisecond))
-	return took, cleanFloor(ctx, clients, namespace)
+	if took, err = runAll(ctx, clients, jobs); err != nil {
+		return 0, 0, err
+	}
+	if cpu, err = f.controlPlanesCPU(); err != nil {
+		return 0, 0, err
+	}
+	cpu -= cpuBefore
+	f.logf("write floor in %s: %s, %s of control-plane CPU", namespace, took.Round(time.Millisecond), cpu.Round(100*time.Millisecond))
+	return took, cpu, cleanFloor(ctx, clients, namespace)
 }
 
 // floorClients are clients of every API server (broker first) without a rate limit, and the
