@@ -313,14 +313,6 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	if err != nil {
 		return err
 	}
-	owner := types.NamespacedName{Namespace: record.ServiceNamespace, Name: record.ServiceName}
-	if r.written.behind(owner, existing) {
-		return errStaleCache
-	}
-	if err := r.applyBrokerSlices(ctx, owner, sliceplan.Plan(desired, existing)); err != nil {
-		return err
-	}
-
 	want := &v1alpha1.ServiceExportRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: r.brokerNamespace,
@@ -329,14 +321,25 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 		},
 		Spec: record,
 	}
-	have := &v1alpha1.ServiceExportRecord{}
-	err = r.broker.Get(ctx, client.ObjectKeyFromObject(want), have)
+	have, err := r.cachedRecord(ctx, client.ObjectKeyFromObject(want))
+	if err != nil {
+		return err
+	}
+	owner := types.NamespacedName{Namespace: record.ServiceNamespace, Name: record.ServiceName}
+	if r.written.behind(owner, existing) || r.written.recordBehind(owner, have) {
+		return errStaleCache
+	}
+	if err := r.applyBrokerSlices(ctx, owner, sliceplan.Plan(desired, existing)); err != nil {
+		return err
+	}
+
 	switch {
-	case apierrors.IsNotFound(err):
+	case have == nil:
 		err = r.broker.Create(ctx, want)
 		brokerWrites.WithLabelValues("record", "create", result(err)).Inc()
-		return err
-	case err != nil:
+		if err == nil {
+			r.written.recordWritten(owner, slicewrite.Create, "", "")
+		}
 		return err
 	case equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels):
 		return nil
@@ -344,7 +347,24 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	want.ResourceVersion = have.ResourceVersion
 	err = r.broker.Update(ctx, want)
 	brokerWrites.WithLabelValues("record", "update", result(err)).Inc()
+	if err == nil {
+		r.written.recordWritten(owner, slicewrite.Update, have.ResourceVersion, "")
+	}
 	return err
+}
+
+// cachedRecord is this cluster's broker record under key as the broker cache shows it; nil
+// when there is none.
+func (r *exportReconciler) cachedRecord(ctx context.Context, key client.ObjectKey) (*v1alpha1.ServiceExportRecord, error) {
+	record := &v1alpha1.ServiceExportRecord{}
+	err := r.broker.Get(ctx, key, record)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return record, nil
 }
 
 func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string) ([]discoveryv1.EndpointSlice, error) {
@@ -380,23 +400,25 @@ func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedNam
 		return false, err
 	}
 	withdrew := len(copies) > 0
-	if r.written.behind(key, copies) {
-		return withdrew, errStaleCache
+	record, err := r.cachedRecord(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, key.Namespace, key.Name)})
+	if err != nil {
+		return withdrew, err
+	}
+	if r.written.behind(key, copies) || r.written.recordBehind(key, record) {
+		return withdrew || record != nil, errStaleCache
 	}
 	if err := r.applyBrokerSlices(ctx, key, sliceplan.Plan(nil, copies)); err != nil {
 		return withdrew, err
 	}
-	record := &v1alpha1.ServiceExportRecord{}
-	err = r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, key.Namespace, key.Name)}, record)
-	if apierrors.IsNotFound(err) {
+	if record == nil {
 		return withdrew, nil
 	}
-	if err != nil {
-		return withdrew, err
-	}
-	err = client.IgnoreNotFound(r.broker.Delete(ctx, record))
+	err = r.broker.Delete(ctx, record)
 	brokerWrites.WithLabelValues("record", "delete", result(err)).Inc()
-	if err != nil {
+	if err == nil {
+		r.written.recordWritten(key, slicewrite.Delete, "", record.UID)
+	}
+	if err = client.IgnoreNotFound(err); err != nil {
 		return true, fmt.Errorf("deleting the broker record of %s: %w", key, err)
 	}
 	return true, nil

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
@@ -15,7 +17,7 @@ import (
 // errStaleCache says a reconcile read a cache that does not hold its own last writes yet: it
 // writes nothing and runs again when the cache catches up (the written slices' events enqueue
 // it), or after conflictRetryDelay.
-var errStaleCache = errors.New("the cache does not hold this controller's last slice writes yet")
+var errStaleCache = errors.New("the cache does not hold this controller's last writes yet")
 
 // writtenExpiry bounds how long a remembered write can hold a reconcile back: far longer than a
 // watch takes to deliver it, even when the API server came back from an outage and the watch
@@ -23,7 +25,7 @@ var errStaleCache = errors.New("the cache does not hold this controller's last s
 const writtenExpiry = time.Minute
 
 // writtenSlices remembers, per owner (an exported Service, a ServiceImport), the slice writes
-// that landed and are not in the cache yet, so that a reconcile reading that cache holds back
+// (and an export's record writes) that landed and are not in the cache yet, so that a reconcile reading that cache holds back
 // instead of writing from it again: an update from the older copy is refused with 409, a
 // create of a slice it already created with AlreadyExists, and either is retried. This is what
 // upstream's EndpointSlice controller does with its generation tracker (kubernetes PR 99345).
@@ -35,6 +37,10 @@ type writtenSlices struct {
 	now func() time.Time
 	// by owner, by slice name: what the cache shows while it is behind.
 	m map[types.NamespacedName]map[string]writtenSlice
+	// records: by exported Service, the last write of its broker record that landed. A record
+	// created moments ago and missing from the cache would be created again (AlreadyExists), an
+	// updated one updated again from its old resourceVersion (409).
+	records map[types.NamespacedName]writtenSlice
 }
 
 // writtenSlice is one write that landed. The cache is behind it while it shows the slice with
@@ -47,7 +53,8 @@ type writtenSlice struct {
 }
 
 func newWrittenSlices() *writtenSlices {
-	return &writtenSlices{now: time.Now, m: map[types.NamespacedName]map[string]writtenSlice{}}
+	return &writtenSlices{now: time.Now, m: map[types.NamespacedName]map[string]writtenSlice{},
+		records: map[types.NamespacedName]writtenSlice{}}
 }
 
 // apply writes changes through write, remembering for owner every write that landed. The
@@ -108,17 +115,11 @@ func (w *writtenSlices) behind(owner types.NamespacedName, cached []discoveryv1.
 	now := w.now()
 	behind := false
 	for name, rec := range writes {
-		s, ok := have[name]
-		var lagging bool
-		switch rec.op {
-		case slicewrite.Create:
-			lagging = !ok
-		case slicewrite.Update:
-			lagging = ok && s.ResourceVersion == rec.replaced
-		case slicewrite.Delete:
-			lagging = ok && s.UID == rec.uid
+		var shown metav1.Object
+		if s, ok := have[name]; ok {
+			shown = s
 		}
-		if !lagging || now.Sub(rec.at) > writtenExpiry {
+		if !rec.shownLagging(shown, now) {
 			delete(writes, name)
 			continue
 		}
@@ -128,4 +129,55 @@ func (w *writtenSlices) behind(owner types.NamespacedName, cached []discoveryv1.
 		delete(w.m, owner)
 	}
 	return behind
+}
+
+// shownLagging says whether shown, the object as the cache shows it (nil: absent), is from
+// before this write, while the write is young enough to be waited for.
+func (rec writtenSlice) shownLagging(shown metav1.Object, now time.Time) bool {
+	if now.Sub(rec.at) > writtenExpiry {
+		return false
+	}
+	switch rec.op {
+	case slicewrite.Create:
+		return shown == nil
+	case slicewrite.Update:
+		return shown != nil && shown.GetResourceVersion() == rec.replaced
+	case slicewrite.Delete:
+		return shown != nil && shown.GetUID() == rec.uid
+	}
+	return false
+}
+
+// recordWritten remembers a write of owner's broker record that landed: op, the
+// resourceVersion an update replaced, the UID a delete removed.
+func (w *writtenSlices) recordWritten(owner types.NamespacedName, op slicewrite.Op, replaced string, uid types.UID) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.records[owner] = writtenSlice{op: op, replaced: replaced, uid: uid, at: w.now()}
+}
+
+// recordBehind reports whether cached, owner's broker record as the cache shows it (nil:
+// absent), lacks the last write remembered for it; a write the cache shows is forgotten.
+func (w *writtenSlices) recordBehind(owner types.NamespacedName, cached *v1alpha1.ServiceExportRecord) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := w.records[owner]
+	if !ok {
+		return false
+	}
+	var shown metav1.Object
+	if cached != nil {
+		shown = cached
+	}
+	if rec.shownLagging(shown, w.now()) {
+		return true
+	}
+	delete(w.records, owner)
+	return false
 }

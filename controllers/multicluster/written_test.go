@@ -73,6 +73,13 @@ func (c *cachedBroker) recording() *interceptor.Funcs {
 // catchUp makes the cache hold what the API server holds.
 func (c *cachedBroker) catchUp(t *testing.T) {
 	t.Helper()
+	c.catchUpSlices(t, false)
+}
+
+// catchUpSlices makes the cache hold the API server's slices, and its records unless
+// slicesOnly: the record watch can lag behind the slice watch.
+func (c *cachedBroker) catchUpSlices(t *testing.T, slicesOnly bool) {
+	t.Helper()
 	var objs []client.Object
 	slices := &discoveryv1.EndpointSliceList{}
 	records := &v1alpha1.ServiceExportRecordList{}
@@ -83,6 +90,14 @@ func (c *cachedBroker) catchUp(t *testing.T) {
 	}
 	for i := range slices.Items {
 		objs = append(objs, &slices.Items[i])
+	}
+	if slicesOnly {
+		// The cache's records stay as they were.
+		cached := &v1alpha1.ServiceExportRecordList{}
+		if err := c.cache.List(context.Background(), cached); err != nil {
+			t.Fatal(err)
+		}
+		records = cached
 	}
 	for i := range records.Items {
 		objs = append(objs, &records.Items[i])
@@ -147,8 +162,16 @@ func TestExportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
 	}
 	publish("first publication", 2, nil) // the copy, then the record
 	publish("again before the cache shows the created copy", 0, errStaleCache)
+	broker.catchUpSlices(t, true)
+	publish("again when the cache shows the copy but not the record", 0, errStaleCache)
 	broker.catchUp(t)
 	publish("the cache caught up, nothing changed", 0, nil)
+
+	record.Ports = []mcsv1beta1.ServicePort{{Name: "http", Port: 80}}
+	publish("a port added to the record", 1, nil)
+	publish("again before the cache shows the record's update", 0, errStaleCache)
+	broker.catchUp(t)
+	publish("the cache caught up with the record", 0, nil)
 
 	source.Endpoints = append(source.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.0.0.2"}})
 	if err := local.Update(ctx, source); err != nil {
@@ -158,9 +181,24 @@ func TestExportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
 	publish("again before the cache shows the update", 0, errStaleCache)
 	broker.catchUp(t)
 	publish("the cache caught up with the update", 0, nil)
-	if n := len(r.written.m); n != 0 {
+	if n := len(r.written.m) + len(r.written.records); n != 0 {
 		t.Fatalf("%d owners' writes still remembered once the cache shows them all", n)
 	}
+
+	withdraw := func(step string, wantWrites int, wantErr error) {
+		t.Helper()
+		before := len(broker.writes)
+		if _, err := r.withdraw(ctx, types.NamespacedName{Namespace: "shop", Name: "web"}); !errors.Is(err, wantErr) {
+			t.Fatalf("%s: withdraw returned %v, want %v", step, err, wantErr)
+		}
+		if got := broker.writes[before:]; len(got) != wantWrites {
+			t.Fatalf("%s: wrote %v, want %d writes", step, got, wantWrites)
+		}
+	}
+	withdraw("withdrawn", 2, nil) // the copy and the record
+	withdraw("again before the cache shows the deletes", 0, errStaleCache)
+	broker.catchUp(t)
+	withdraw("the cache shows nothing left", 0, nil)
 }
 
 func TestWrittenSlicesForgetWhatTheCacheShows(t *testing.T) {
