@@ -42,6 +42,8 @@ type fleetResult struct {
 	// APIServerRestart is the first member's kube-apiserver stopped and started again while no
 	// manager ran, until it served: part of the member restart's floor.
 	APIServerRestart time.Duration
+	// BrokerRestart is the same for the broker's kube-apiserver: part of its comeback's floor.
+	BrokerRestart time.Duration
 	// BrokerComeback is the broker's kube-apiserver coming back after an outage with changes
 	// made meanwhile; MemberRestart the first member's restarting with nothing changed.
 	BrokerComeback, MemberRestart comeback
@@ -96,9 +98,12 @@ func (f *fleet) floors(ctx context.Context) error {
 	if f.res.BrokerComeback.Floor, err = f.measureChangeFloor(ctx, "floor-comeback", changes); err != nil {
 		return err
 	}
-	if _, f.res.BrokerComeback.OwnStart, err = f.timeAPIServerRestart(ctx, lightset.BrokerName, 0); err != nil {
+	restart, own, err := f.timeAPIServerRestart(ctx, lightset.BrokerName, 0)
+	if err != nil {
 		return err
 	}
+	f.res.BrokerRestart, f.res.BrokerComeback.OwnStart = restart, own
+	f.res.BrokerComeback.Floor += restart
 	f.res.APIServerRestart, f.res.MemberRestart.OwnStart, err = f.timeAPIServerRestart(ctx, f.set.IDs[0], 1)
 	return err
 }
