@@ -279,6 +279,13 @@ func (r *exportReconciler) announceTransitions(export *mcsv1beta1.ServiceExport,
 // announces its transitions: a reconcile that read a stale export from the cache sees the old
 // conditions and would announce a transition already announced, but its write conflicts.
 func (r *exportReconciler) writeStatus(ctx context.Context, export *mcsv1beta1.ServiceExport, status *mcsv1beta1.ServiceExportStatus) error {
+	key := client.ObjectKeyFromObject(export)
+	if r.written.objectBehind(writtenExportStatus, key, export) {
+		// The cache shows the export from before this controller's last status write, which
+		// would be refused with 409 (half of a bulk start's exports, reconciled again by their
+		// own copies' events, were); the written export's event requeues us.
+		return nil
+	}
 	if equality.Semantic.DeepEqual(&export.Status, status) {
 		return nil
 	}
@@ -293,6 +300,7 @@ func (r *exportReconciler) writeStatus(ctx context.Context, export *mcsv1beta1.S
 	if err != nil {
 		return err
 	}
+	r.written.objectWritten(writtenExportStatus, key, slicewrite.Update, export.ResourceVersion, "")
 	r.announceTransitions(export, status)
 	return nil
 }
@@ -338,7 +346,7 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 		err = r.broker.Create(ctx, want)
 		brokerWrites.WithLabelValues("record", "create", result(err)).Inc()
 		if err == nil {
-			r.written.recordWritten(owner, slicewrite.Create, "", "")
+			r.written.objectWritten(writtenRecord, owner, slicewrite.Create, "", "")
 		}
 		return err
 	case equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Labels, want.Labels):
@@ -348,7 +356,7 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	err = r.broker.Update(ctx, want)
 	brokerWrites.WithLabelValues("record", "update", result(err)).Inc()
 	if err == nil {
-		r.written.recordWritten(owner, slicewrite.Update, have.ResourceVersion, "")
+		r.written.objectWritten(writtenRecord, owner, slicewrite.Update, have.ResourceVersion, "")
 	}
 	return err
 }
@@ -416,7 +424,7 @@ func (r *exportReconciler) withdraw(ctx context.Context, key types.NamespacedNam
 	err = r.broker.Delete(ctx, record)
 	brokerWrites.WithLabelValues("record", "delete", result(err)).Inc()
 	if err == nil {
-		r.written.recordWritten(key, slicewrite.Delete, "", record.UID)
+		r.written.objectWritten(writtenRecord, key, slicewrite.Delete, "", record.UID)
 	}
 	if err = client.IgnoreNotFound(err); err != nil {
 		return true, fmt.Errorf("deleting the broker record of %s: %w", key, err)

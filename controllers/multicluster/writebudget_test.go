@@ -41,16 +41,19 @@ var importWriteBudget = map[apimetrics.Write]float64{
 	// the exports they started with (Options.InitialExportsWait), so it is written once with
 	// all of them (1.00 to 1.02 here; 1.15 to 1.55 before the wait, as each exporter's record
 	// arrived at its own time).
-	{Resource: "serviceimports/status", Verb: "update"}: 1.15,
-	// The member's own export's conditions: Valid, Ready and Conflict in one write (1.00 here).
-	{Resource: "serviceexports/status", Verb: "update"}: 1.25,
+	{Resource: "serviceimports/status", Verb: "update"}: 1.1,
+	// The member's own export's conditions: Valid, Ready and Conflict in one write (1.00 here),
+	// never again from a cache that does not show it yet.
+	{Resource: "serviceexports/status", Verb: "update"}: 1.1,
 	// No Events: an import or export that simply appeared is announced by its status alone.
 }
 
 // conflictBudget bounds the writes per import refused with 409 Conflict, all kinds together:
-// retries of syncs that ran on a cache behind their own writes, which grow with the machine's
-// load (0.1 to 0.65 per import measured here beside other packages' tests), never a storm.
-const conflictBudget = 1.0
+// retries of syncs that ran on a cache behind their own writes. They were 0.1 to 0.65 per
+// import here, almost all ServiceExport status writes made from the export as it was before
+// the last one; with those held back (writtenSlices.objects) 0.00 to 0.07 are left, import
+// status writes racing a late exporter's record.
+const conflictBudget = 0.25
 
 // writeBudgetServices is the number of Services every member exports: enough that a write made
 // for a few of them only (a retry, a conflict) stays below the budget's fractions.
@@ -133,7 +136,13 @@ func TestImportWritesStayWithinTheBudget(t *testing.T) {
 				perImport[w] = float64(n) / writeBudgetServices
 			}
 		}
-		t.Logf("%s writes per imported Service: %s; %d refused with a conflict", m.Name, formatWrites(perImport), conflicts)
+		refused := map[apimetrics.Write]float64{}
+		for w, n := range writes.Conflicts {
+			if n > 0 {
+				refused[w] = float64(n) / writeBudgetServices
+			}
+		}
+		t.Logf("%s writes per imported Service: %s; %d refused with a conflict (%s)", m.Name, formatWrites(perImport), conflicts, formatWrites(refused))
 		if per := float64(conflicts) / writeBudgetServices; per > conflictBudget {
 			t.Errorf("%s: %.2f writes per import refused with a conflict, above %.2f", m.Name, per, conflictBudget)
 		}

@@ -37,11 +37,25 @@ type writtenSlices struct {
 	now func() time.Time
 	// by owner, by slice name: what the cache shows while it is behind.
 	m map[types.NamespacedName]map[string]writtenSlice
-	// records: by exported Service, the last write of its broker record that landed. A record
-	// created moments ago and missing from the cache would be created again (AlreadyExists), an
-	// updated one updated again from its old resourceVersion (409).
-	records map[types.NamespacedName]writtenSlice
+	// objects: the last write that landed of one object per kind and key (an export's broker
+	// record, a ServiceExport's status). An object created moments ago and missing from the
+	// cache would be created again (AlreadyExists), an updated one updated again from its old
+	// resourceVersion (409).
+	objects map[writtenKey]writtenSlice
+	swept   time.Time // when objects was last cleared of expired writes
 }
+
+// writtenKey names one object remembered in writtenSlices.objects.
+type writtenKey struct {
+	kind string
+	key  types.NamespacedName
+}
+
+// The kinds of single objects writtenSlices remembers.
+const (
+	writtenRecord       = "record"
+	writtenExportStatus = "serviceexport-status"
+)
 
 // writtenSlice is one write that landed. The cache is behind it while it shows the slice with
 // the resourceVersion the update replaced, lacks a created slice, or still holds a deleted one.
@@ -54,7 +68,7 @@ type writtenSlice struct {
 
 func newWrittenSlices() *writtenSlices {
 	return &writtenSlices{now: time.Now, m: map[types.NamespacedName]map[string]writtenSlice{},
-		records: map[types.NamespacedName]writtenSlice{}}
+		objects: map[writtenKey]writtenSlice{}}
 }
 
 // apply writes changes through write, remembering for owner every write that landed. The
@@ -148,36 +162,52 @@ func (rec writtenSlice) shownLagging(shown metav1.Object, now time.Time) bool {
 	return false
 }
 
-// recordWritten remembers a write of owner's broker record that landed: op, the
-// resourceVersion an update replaced, the UID a delete removed.
-func (w *writtenSlices) recordWritten(owner types.NamespacedName, op slicewrite.Op, replaced string, uid types.UID) {
+// objectWritten remembers a write of one object that landed: op, the resourceVersion an
+// update replaced, the UID a delete removed.
+func (w *writtenSlices) objectWritten(kind string, key types.NamespacedName, op slicewrite.Op, replaced string, uid types.UID) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.records[owner] = writtenSlice{op: op, replaced: replaced, uid: uid, at: w.now()}
+	now := w.now()
+	if now.Sub(w.swept) > writtenExpiry {
+		// An object nobody reconciles again (a deleted export) is never looked up: drop what
+		// has expired, once per expiry.
+		for k, rec := range w.objects {
+			if now.Sub(rec.at) > writtenExpiry {
+				delete(w.objects, k)
+			}
+		}
+		w.swept = now
+	}
+	w.objects[writtenKey{kind, key}] = writtenSlice{op: op, replaced: replaced, uid: uid, at: now}
 }
 
-// recordBehind reports whether cached, owner's broker record as the cache shows it (nil:
-// absent), lacks the last write remembered for it; a write the cache shows is forgotten.
-func (w *writtenSlices) recordBehind(owner types.NamespacedName, cached *v1alpha1.ServiceExportRecord) bool {
+// objectBehind reports whether shown, the object as the cache shows it (nil: absent), lacks
+// the last write remembered for it; a write the cache shows is forgotten.
+func (w *writtenSlices) objectBehind(kind string, key types.NamespacedName, shown metav1.Object) bool {
 	if w == nil {
 		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rec, ok := w.records[owner]
+	k := writtenKey{kind, key}
+	rec, ok := w.objects[k]
 	if !ok {
 		return false
-	}
-	var shown metav1.Object
-	if cached != nil {
-		shown = cached
 	}
 	if rec.shownLagging(shown, w.now()) {
 		return true
 	}
-	delete(w.records, owner)
+	delete(w.objects, k)
 	return false
+}
+
+// recordBehind is objectBehind for an export's broker record, nil when the cache has none.
+func (w *writtenSlices) recordBehind(owner types.NamespacedName, cached *v1alpha1.ServiceExportRecord) bool {
+	if cached == nil {
+		return w.objectBehind(writtenRecord, owner, nil)
+	}
+	return w.objectBehind(writtenRecord, owner, cached)
 }
