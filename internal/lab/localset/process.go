@@ -26,15 +26,20 @@ func (cs *ClusterSet) StartProcess(name, binary string, args ...string) (*Proces
 	return StartProcess(filepath.Join(cs.Workdir, "logs"), name, binary, args...)
 }
 
-// StartProcess runs binary with args in its own process group, its output going to
-// <logDir>/<name>.log.
+// StartProcess runs binary with args in its own process group, its output appended to
+// <logDir>/<name>.log: a process started again (a manager restarted by a bench phase) keeps the
+// log of its earlier runs, each after a line saying when it started.
 func StartProcess(logDir, name, binary string, args ...string) (*Process, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(logFile, "--- %s started %s ---\n", name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		logFile.Close()
 		return nil, err
 	}
 	cmd := exec.Command(binary, args...)
