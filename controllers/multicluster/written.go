@@ -25,10 +25,11 @@ var errStaleCache = errors.New("the cache does not hold this controller's last w
 const writtenExpiry = time.Minute
 
 // writtenSlices remembers, per owner (an exported Service, a ServiceImport), the slice writes
-// (and an export's record writes) that landed and are not in the cache yet, so that a reconcile reading that cache holds back
-// instead of writing from it again: an update from the older copy is refused with 409, a
-// create of a slice it already created with AlreadyExists, and either is retried. This is what
-// upstream's EndpointSlice controller does with its generation tracker (kubernetes PR 99345).
+// that landed and are not in the cache yet (and, in objects, an export's record and status
+// writes), so that a reconcile reading that cache holds back instead of writing from it again:
+// an update from the older copy is refused with 409, a create of a slice it already created
+// with AlreadyExists, and either is retried. This is what upstream's EndpointSlice controller
+// does with its generation tracker (kubernetes PR 99345).
 // After the broker came back from an outage a member's broker watch resumes seconds later, and
 // a Service's export reconciled meanwhile (its status write alone enqueues it again) sent an
 // update every 200 ms that the broker refused: 63 to 283 refused writes for 10 changes.
