@@ -6,7 +6,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // DefaultBrokerOutageGrace is how long the broker may fail transiently before the exports
@@ -23,6 +26,11 @@ const DefaultBrokerOutageGrace = 2 * time.Minute
 // changed export right after the broker came back), and that is no news to anyone.
 const brokerRefusalGrace = 30 * time.Second
 
+// resumeParkedAfter is the shortest outage whose end queues its parked exports again at once.
+// A shorter one (an overloaded broker answering some requests and not others) leaves them to
+// their back-off: releasing them on every success would retry them without any.
+const resumeParkedAfter = 5 * time.Second
+
 // brokerOutage is this member's one view of whether the broker is reachable: the Lease renewer
 // and every broker write report to it. A transient failure (no answer, a timeout, 429, 5xx)
 // starts an outage, any success ends it. The outage is one fact of the whole member: it is
@@ -34,11 +42,23 @@ type brokerOutage struct {
 	since time.Time // zero: reachable
 	// refused holds, per export, when its publication was first refused since it last worked.
 	refused map[types.NamespacedName]time.Time
+	// parked holds the exports whose publication failed transiently during the current outage.
+	// Each failure also backs the export off in the workqueue, doubling up to MaxRetryDelay, so
+	// after a minute down the changed exports would wait out up to 10 s of back-off after the
+	// broker is back (the 3 x 1,000 bench's comeback tail); they are queued on resumed the
+	// moment any broker request succeeds again.
+	parked  map[types.NamespacedName]bool
+	resumed chan event.GenericEvent
 }
 
 func newBrokerOutage() *brokerOutage {
-	return &brokerOutage{now: time.Now, refused: map[types.NamespacedName]time.Time{}}
+	return &brokerOutage{now: time.Now, refused: map[types.NamespacedName]time.Time{},
+		parked: map[types.NamespacedName]bool{}, resumed: make(chan event.GenericEvent, 1024)}
 }
+
+// resumedExports carries a ServiceExport stub for each export parked in an outage, once the
+// broker answers again.
+func (o *brokerOutage) resumedExports() <-chan event.GenericEvent { return o.resumed }
 
 // published records the outcome of one export's publication and returns how long its failure
 // has lasted as the export should report it: the member-wide outage's duration while one is on
@@ -55,6 +75,9 @@ func (o *brokerOutage) published(export types.NamespacedName, err error) time.Du
 		return 0
 	case !o.since.IsZero():
 		delete(o.refused, export)
+		if transient(err) {
+			o.parked[export] = true
+		}
 		return now.Sub(o.since)
 	}
 	first, ok := o.refused[export]
@@ -73,10 +96,33 @@ func (o *brokerOutage) observe(err error) {
 	defer o.mu.Unlock()
 	switch {
 	case err == nil:
+		if !o.since.IsZero() && o.now().Sub(o.since) >= resumeParkedAfter {
+			o.resumeParked()
+		}
+		clear(o.parked)
 		o.since = time.Time{}
 	case transient(err) && o.since.IsZero():
 		o.since = o.now()
 	}
+}
+
+// resumeParked queues every parked export again; o.mu is held. The sends run on their own, so
+// that whoever saw the broker answer (the prober, the renewer, a reconcile) never waits for
+// the export controller's queue.
+func (o *brokerOutage) resumeParked() {
+	if len(o.parked) == 0 {
+		return
+	}
+	keys := make([]types.NamespacedName, 0, len(o.parked))
+	for k := range o.parked {
+		keys = append(keys, k)
+	}
+	clear(o.parked)
+	go func() {
+		for _, k := range keys {
+			o.resumed <- event.GenericEvent{Object: &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
+		}
+	}()
 }
 
 // lasted is how long the current outage has lasted, zero when the broker is reachable.

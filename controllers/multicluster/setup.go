@@ -208,6 +208,7 @@ func (w *wiring) addExports() error {
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](w.self)))).
 		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
+		WatchesRawSource(source.Channel(w.outage.resumedExports(), &handler.EnqueueRequestForObject{})).
 		Complete(exports)
 	if err != nil {
 		return fmt.Errorf("export controller: %w", err)
