@@ -2,6 +2,8 @@ package multicluster
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,18 +108,14 @@ func (o *brokerOutage) observe(err error) {
 	}
 }
 
-// resumeParked queues every parked export again; o.mu is held. The sends run on their own, so
-// that whoever saw the broker answer (the prober, the renewer, a reconcile) never waits for
-// the export controller's queue.
+// resumeParked queues every parked export again; o.mu is held, and observe clears parked
+// afterwards. The sends run on their own, so that whoever saw the broker answer (the prober,
+// the renewer, a reconcile) never waits for the export controller's queue.
 func (o *brokerOutage) resumeParked() {
 	if len(o.parked) == 0 {
 		return
 	}
-	keys := make([]types.NamespacedName, 0, len(o.parked))
-	for k := range o.parked {
-		keys = append(keys, k)
-	}
-	clear(o.parked)
+	keys := slices.Collect(maps.Keys(o.parked))
 	go func() {
 		for _, k := range keys {
 			o.resumed <- event.GenericEvent{Object: &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name}}}
