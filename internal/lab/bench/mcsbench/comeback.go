@@ -26,10 +26,10 @@ type comeback struct {
 	// Took is the time compared with Floor. The broker: from starting it again until every
 	// member imported every change (managers write to it before its readiness check passes, so
 	// timing from "serving" would leave their work out); its Floor is the same API server's
-	// restart with no manager running plus the write floor of the changes. A member's: from its stop until its manager was caught up (the
-	// change arrived in every member and its Lease was renewed after its API server was back);
-	// its Floor is the same API server's restart with no manager running plus the p50 single
-	// change of the propagation phase.
+	// restart with no manager running plus the write floor of the changes. A member's: from its
+	// stop until its manager was caught up (the change arrived in every member and its Lease was
+	// renewed after its API server was back); its Floor is the same API server's restart with no
+	// manager running plus the p50 single change of the propagation phase.
 	Took, Floor time.Duration
 	// Writes are the writes each API server served from before the stop until the set was quiet
 	// again, broker first, Lease renewals aside; Expected those the changes require (see
