@@ -32,6 +32,9 @@ type fleetResult struct {
 	// set was quiet again.
 	Bulk       time.Duration
 	BulkWrites []apimetrics.Writes
+	// OthersEvents are, per cluster in the same order, the Event writes in BulkWrites that the
+	// API server's own controllers made, not fleetslice.
+	OthersEvents []int
 	// BulkFloor and JoinFloor are the API servers' write floors of the bulk start and of a
 	// member joining: the time plain clients without a rate limit take to write the same
 	// objects (floor.go).
@@ -151,6 +154,9 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 	f.logf("every member imports everything %s after the managers started; API servers and etcds used %s of CPU (%s during the floor)",
 		f.res.Bulk.Round(time.Millisecond), f.res.BulkCPU.Round(100*time.Millisecond), f.res.BulkFloorCPU.Round(100*time.Millisecond))
 	if f.res.BulkWrites, err = f.settle(ctx, before, 3*time.Second); err != nil {
+		return err
+	}
+	if f.res.OthersEvents, err = f.othersEventWrites(ctx, began); err != nil {
 		return err
 	}
 	f.res.BrokerAPIServerCPU, f.res.BrokerEtcdCPU = localset.CPUTime(apiserver)-cpuAPI, localset.CPUTime(etcd)-cpuEtcd

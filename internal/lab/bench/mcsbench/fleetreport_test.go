@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
+
 	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
 )
 
@@ -27,17 +29,22 @@ func TestWritesCheckHoldsEveryMemberToItsImportsAndExports(t *testing.T) {
 	tests := []struct {
 		name string
 		add  map[int]apimetrics.Write // member index -> one more write of this kind per Service
-		want string
+		// others are Event writes by the API server's own controllers, per member.
+		others map[int]int
+		want   string
 	}{
 		{name: "the least"},
 		{name: "a second ServiceImport write", add: map[int]apimetrics.Write{1: {Resource: "serviceimports", Verb: "update"}}, want: "member-01 8.00 per import"},
 		{name: "an Event per import", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, want: "member-02 8.00 per import"},
+		{name: "the API server's own Events", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, others: map[int]int{2: services}},
+		{name: "ours beside the API server's", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, others: map[int]int{2: services / 2}, want: "member-02 7.50 per import"},
 		{name: "export status twice", add: map[int]apimetrics.Write{0: {Resource: "serviceexports/status", Verb: "update"}}, want: "member-00 2.00 per export"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &fleetResult{Members: 3, Services: services, BulkWrites: []apimetrics.Writes{{Served: map[apimetrics.Write]int{}}}}
+			r := &fleetResult{Members: 3, Services: services, BulkWrites: []apimetrics.Writes{{Served: map[apimetrics.Write]int{}}}, OthersEvents: []int{0}}
 			for m := range 3 {
+				r.OthersEvents = append(r.OthersEvents, tc.others[m])
 				w := memberBulkWrites(services)
 				if extra, ok := tc.add[m]; ok {
 					w.Served[extra] += services
@@ -56,5 +63,17 @@ func TestSplitWritesSetsLeasesAndExportStatusApart(t *testing.T) {
 	imports, exports, leases := splitWrites(memberBulkWrites(10))
 	if imports != 70 || exports != 10 || leases != 12 {
 		t.Fatalf("split = %d imports, %d exports, %d leases; want 70, 10, 12", imports, exports, leases)
+	}
+}
+
+func TestEventWritesCountEveryRepeat(t *testing.T) {
+	for _, tc := range []struct {
+		count  int32
+		series *eventsv1.EventSeries
+		want   int
+	}{{0, nil, 1}, {1, nil, 1}, {4, nil, 4}, {0, &eventsv1.EventSeries{Count: 3}, 3}} {
+		if got := eventWrites(tc.count, tc.series); got != tc.want {
+			t.Errorf("eventWrites(%d, %v) = %d, want %d", tc.count, tc.series, got, tc.want)
+		}
 	}
 }
