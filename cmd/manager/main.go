@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -21,6 +24,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster"
+	"github.com/fleetslice/fleetslice/controllers/reconnect"
 	"github.com/fleetslice/fleetslice/pkg/version"
 )
 
@@ -63,7 +67,12 @@ func main() {
 		log.Error(err, "invalid client flags")
 		os.Exit(2)
 	}
-	mgr, err := ctrl.NewManager(cfg, o.managerOptions())
+	mgrOpts := o.managerOptions()
+	if mgrOpts.Cache.NewInformer, err = memberReconnect(cfg); err != nil {
+		log.Error(err, "unable to set up the member cache")
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		log.Error(err, "unable to create manager")
 		os.Exit(1)
@@ -97,6 +106,19 @@ func (o *options) managerOptions() ctrl.Options {
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         endpointslice.CacheOptions(),
 	}
+}
+
+// memberReconnect builds the member cache's informers: while this cluster's API server does not
+// answer (a control-plane upgrade, a restart), their lists and watches wait at a gate that asks
+// its /readyz, and go on as soon as it is ready, instead of sleeping through its return in
+// client-go's reflector back-off (up to a minute).
+func memberReconnect(cfg *rest.Config) (func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer, error) {
+	probe, err := reconnect.Readyz(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gate := &reconnect.Gate{Server: "member", Probe: probe, Interval: reconnect.DefaultProbeInterval}
+	return gate.NewInformer, nil
 }
 
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o *options) error {

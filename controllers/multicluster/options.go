@@ -27,6 +27,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
+	"github.com/fleetslice/fleetslice/controllers/reconnect"
 )
 
 // Defaults of Options.
@@ -50,6 +51,9 @@ const (
 	// the exports they started with: about what a member with 10,000 exports takes to publish
 	// them at the default broker QPS.
 	DefaultInitialExportsWait = 2 * time.Minute
+	// DefaultReconnectProbeInterval is how often a member asks a broker that stopped answering
+	// whether it answers again.
+	DefaultReconnectProbeInterval = reconnect.DefaultProbeInterval
 )
 
 // Options configure the multi-cluster controllers of one member.
@@ -92,7 +96,7 @@ type Options struct {
 	BrokerOutageGrace time.Duration
 	// ReconnectProbeInterval is how often, while the broker does not answer, a member asks it
 	// whether it answers again, so that its broker cache resumes at once when it does (see
-	// reconnectGate); 0 means DefaultReconnectProbeInterval.
+	// package reconnect); 0 means DefaultReconnectProbeInterval.
 	ReconnectProbeInterval time.Duration
 	// MaxRetryDelay caps the back-off of failing reconciles, so that work resumes soon after a
 	// broker outage ends; default 10s.

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/multicluster/brokercreds"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
+	"github.com/fleetslice/fleetslice/controllers/reconnect"
 )
 
 // Setup adds the multi-cluster controllers of this member to mgr: a cache of the broker
@@ -148,13 +149,13 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 	if interval == 0 {
 		interval = DefaultReconnectProbeInterval
 	}
-	gate := &reconnectGate{interval: interval, answered: w.outage.observe,
-		probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
+	gate := &reconnect.Gate{Server: "broker", Interval: interval, Answered: w.outage.observe,
+		Probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
 	w.broker, err = cluster.New(cachedConfig, func(o *cluster.Options) {
 		o.Scheme = brokerScheme
 		o.Logger = w.log.WithName("broker")
 		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
-		o.Cache.NewInformer = gate.newGatedInformer
+		o.Cache.NewInformer = gate.NewInformer
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker cluster: %w", err)

@@ -100,6 +100,8 @@ var _ = Describe("faults", Ordered, func() {
 		apiserver, err := clusterSet.Component(m.name, "kube-apiserver")
 		Expect(err).NotTo(HaveOccurred())
 		t0, before := time.Now(), r.counts()
+		waitsBefore, err := r.reconnectWaits(ctx, "member")
+		Expect(err).NotTo(HaveOccurred())
 		Expect(rollOut(ctx, m, web)).To(Succeed())
 		waitProgress(ctx, m, web, 0.3)
 		rev, err := clusterSet.CompactEtcd(ctx, m.name)
@@ -115,6 +117,10 @@ var _ = Describe("faults", Ordered, func() {
 		lists := w.api.Requests("list")
 		// Every informer lists again once its watch cannot resume: the proof the fault struck.
 		Expect(lists).To(BeNumerically(">", 0), "no informer listed again after the restart")
+		// The member cache waited out the restart at its gate rather than in reflector back-off.
+		waits, err := r.reconnectWaits(ctx, "member")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(waits).To(BeNumerically(">", waitsBefore), "no list or watch of the member cache waited for the API server at its gate")
 		lost, dup := disturbed(t0, nil)
 		record(row{Fault: "kube-apiserver restarted, etcd compacted, mid-rollout", Injected: fmt.Sprintf("etcd compacted at revision %d, kube-apiserver SIGTERMed and started again", rev),
 			Converged: converged, Writes: w, Lost: lost, Duplicated: dup, Note: fmt.Sprintf("%d lists as the manager's informers started over; %s from the rollout's start", lists, (back.Sub(t0) + converged).Round(100*time.Millisecond))})

@@ -256,6 +256,24 @@ func (r *replica) queueState(ctx context.Context) (depth, reconciles float64, er
 	return sum("workqueue_depth", "name"), sum("controller_runtime_reconcile_total", "controller"), nil
 }
 
+// reconnectWaits is how many lists and watches of the replica's caches of server ("member" or
+// "broker") waited for their API server to answer again.
+func (r *replica) reconnectWaits(ctx context.Context, server string) (float64, error) {
+	families, err := r.scrape(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	if f := families["fleetslice_reconnect_waits_total"]; f != nil {
+		for _, m := range f.Metric {
+			if labelValue(m, "server") == server {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total, nil
+}
+
 func labelValue(m *dto.Metric, name string) string {
 	for _, l := range m.Label {
 		if l.GetName() == name {

@@ -31,7 +31,7 @@ func comebackTable(runs []*fleetResult) bench.Table {
 			clusterTotals(ids, b.Writes), fmt.Sprint(b.LeaseWrites), clusterWrites(ids, unexpected(b.Writes, b.Expected)),
 		}, []string{
 			size, fmt.Sprintf("%s's kube-apiserver restarted, nothing changed; %d endpoint change made once it served", ids[0], m.Changes),
-			m.Down.Round(100 * time.Millisecond).String(), "stop -> the change arrived in every member and " + ids[0] + "'s Lease was renewed",
+			m.Down.Round(100 * time.Millisecond).String(), "stop -> the change made in " + ids[0] + " arrived in every member",
 			versusFloor(m.Took, m.Floor),
 			fmt.Sprintf("not a write floor (nothing changed): the restart with no manager running (%s) plus the p50 single change",
 				r.APIServerRestart.Round(100*time.Millisecond)),
@@ -173,6 +173,7 @@ func comebackNote(r *fleetResult) string {
 		"its start, since the managers write to it before its readiness check passes, against its own restart with no "+
 		"manager running plus the write floor of the changes. The member restart has no write floor, "+
 		"since nothing changed: its floor is the same API server's restart measured before any manager ran plus the p50 "+
-		"single change of the propagation phase, and its time includes waiting for the member's next Lease renewal (every "+
-		"third of a lease).", r.Outage, writeList(r.BrokerComeback.OwnStart), lightset.MemberID(0), writeList(r.MemberRestart.OwnStart))
+		"single change of the propagation phase; its time ends when the change made in the member arrived everywhere, "+
+		"which takes its manager's caches of its own API server watching again. Its Lease lives in the broker and is "+
+		"renewed through the restart: a lapse would withdraw the member's endpoints, which the writes would show.", r.Outage, writeList(r.BrokerComeback.OwnStart), lightset.MemberID(0), writeList(r.MemberRestart.OwnStart))
 }

@@ -1,4 +1,4 @@
-package multicluster
+package reconnect
 
 import (
 	"context"
@@ -16,19 +16,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// fakeBroker answers or not, and counts the probes and how many ran at once.
-type fakeBroker struct {
+// fakeServer answers or not, and counts the probes and how many ran at once.
+type fakeServer struct {
 	down     atomic.Bool
 	probes   atomic.Int64
 	inFlight atomic.Int64
 	maxAtOne atomic.Int64
 }
 
-var errNoAnswer = &url.Error{Op: "Get", URL: "https://broker.example:6443/api", Err: io.EOF}
+var errNoAnswer = &url.Error{Op: "Get", URL: "https://server.example:6443/api", Err: io.EOF}
 
-func (f *fakeBroker) probe(context.Context) error {
+func (f *fakeServer) probe(context.Context) error {
 	n := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
 	for {
@@ -44,12 +46,12 @@ func (f *fakeBroker) probe(context.Context) error {
 	return nil
 }
 
-func newTestGate(f *fakeBroker, answered func(error)) *reconnectGate {
-	return &reconnectGate{probe: f.probe, interval: 10 * time.Millisecond, answered: answered}
+func newTestGate(f *fakeServer, answered func(error)) *Gate {
+	return &Gate{Probe: f.probe, Interval: 10 * time.Millisecond, Answered: answered}
 }
 
-func TestReconnectGateReleasesEveryWaiterOnceTheBrokerAnswers(t *testing.T) {
-	f := &fakeBroker{}
+func TestReconnectGateReleasesEveryWaiterOnceTheServerAnswers(t *testing.T) {
+	f := &fakeServer{}
 	f.down.Store(true)
 	var answers atomic.Int64
 	g := newTestGate(f, func(err error) {
@@ -68,11 +70,11 @@ func TestReconnectGateReleasesEveryWaiterOnceTheBrokerAnswers(t *testing.T) {
 			released.Add(1)
 		})
 	}
-	// Every waiter at the gate before the broker answers, however slowly the goroutines start:
+	// Every waiter at the gate before the server answers, however slowly the goroutines start:
 	// one that came later would start a prober of its own.
 	waitFor(t, "five waiters and five probes", func() bool { return g.waiting() == 5 && f.probes.Load() >= 5 })
 	if n := released.Load(); n != 0 {
-		t.Fatalf("%d waiters went on while the broker did not answer", n)
+		t.Fatalf("%d waiters went on while the server did not answer", n)
 	}
 	f.down.Store(false)
 	wg.Wait()
@@ -88,12 +90,12 @@ func TestReconnectGateReleasesEveryWaiterOnceTheBrokerAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.probes.Load() != before+1 {
-		t.Errorf("a wait on an answering broker took %d probes, want 1", f.probes.Load()-before)
+		t.Errorf("a wait on an answering server took %d probes, want 1", f.probes.Load()-before)
 	}
 }
 
 func TestReconnectGateStopsProbingWhenNobodyWaits(t *testing.T) {
-	f := &fakeBroker{}
+	f := &fakeServer{}
 	f.down.Store(true)
 	g := newTestGate(f, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -112,7 +114,7 @@ func TestReconnectGateStopsProbingWhenNobodyWaits(t *testing.T) {
 		return g.back == nil
 	})
 	stopped := f.probes.Load()
-	time.Sleep(10 * g.interval)
+	time.Sleep(10 * g.Interval)
 	if n := f.probes.Load() - stopped; n != 0 {
 		t.Errorf("%d probes after the last waiter left", n)
 	}
@@ -133,16 +135,16 @@ func TestUnreachableTellsNoAnswerFromAnAnswer(t *testing.T) {
 		{apierrors.NewTooManyRequests("busy", 1), false},
 		{apierrors.NewInternalError(io.EOF), false},
 	} {
-		if got := unreachable(tc.err); got != tc.want {
-			t.Errorf("unreachable(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := Unreachable(tc.err); got != tc.want {
+			t.Errorf("Unreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
 
 // fakeListerWatcher serves ConfigMaps from a slice and watches through fake watchers; while
-// the broker is down every list and watch fails as an unreachable server does.
+// the server is down every list and watch fails as an unreachable server does.
 type fakeListerWatcher struct {
-	broker *fakeBroker
+	server *fakeServer
 	mu     sync.Mutex
 	items  []corev1.ConfigMap
 	w      *watch.FakeWatcher
@@ -153,7 +155,7 @@ type fakeListerWatcher struct {
 
 func (l *fakeListerWatcher) List(metav1.ListOptions) (runtime.Object, error) {
 	l.calls.Add(1)
-	if l.broker.down.Load() {
+	if l.server.down.Load() {
 		return nil, errNoAnswer
 	}
 	l.mu.Lock()
@@ -163,7 +165,7 @@ func (l *fakeListerWatcher) List(metav1.ListOptions) (runtime.Object, error) {
 
 func (l *fakeListerWatcher) Watch(metav1.ListOptions) (watch.Interface, error) {
 	l.calls.Add(1)
-	if l.broker.down.Load() {
+	if l.server.down.Load() {
 		return nil, errNoAnswer
 	}
 	l.mu.Lock()
@@ -175,9 +177,9 @@ func (l *fakeListerWatcher) Watch(metav1.ListOptions) (watch.Interface, error) {
 // IsWatchListSemanticsUnSupported keeps the reflector on lists and watches, which the fake serves.
 func (l *fakeListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
 
-// cut stops the broker answering and ends the current watch, as a broker going down does.
+// cut stops the server answering and ends the current watch, as a server going down does.
 func (l *fakeListerWatcher) cut() {
-	l.broker.down.Store(true)
+	l.server.down.Store(true)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w != nil {
@@ -185,13 +187,14 @@ func (l *fakeListerWatcher) cut() {
 	}
 }
 
-// A broker outage reaches the broker cache's reflector as no failure at all, so it never backs
-// off (0.8 s doubling to 30 s): its watch waits at the gate and goes on once the broker answers.
-func TestBrokerCacheWaitsOutAnOutageWithoutAReflectorFailure(t *testing.T) {
-	f := &fakeBroker{}
-	lw := &fakeListerWatcher{broker: f, items: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "one", ResourceVersion: "1"}}}}
+// A server outage reaches the server cache's reflector as no failure at all, so it never backs
+// off (0.8 s doubling to 30 s): its watch waits at the gate and goes on once the server answers.
+func TestServerCacheWaitsOutAnOutageWithoutAReflectorFailure(t *testing.T) {
+	f := &fakeServer{}
+	lw := &fakeListerWatcher{server: f, items: []corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "one", ResourceVersion: "1"}}}}
 	g := newTestGate(f, nil)
-	inf := g.newGatedInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+	g.Server = "outage-test"
+	inf := g.NewInformer(lw, &corev1.ConfigMap{}, 0, toolscache.Indexers{})
 	var failures atomic.Int64
 	if err := inf.SetWatchErrorHandler(func(_ *toolscache.Reflector, err error) {
 		t.Logf("the reflector saw %v", err)
@@ -215,7 +218,7 @@ func TestBrokerCacheWaitsOutAnOutageWithoutAReflectorFailure(t *testing.T) {
 	time.Sleep(time.Until(watched.Add(1100 * time.Millisecond)))
 
 	lw.cut()
-	waitFor(t, "probes while the broker is down", func() bool { return f.probes.Load() >= 5 })
+	waitFor(t, "probes while the server is down", func() bool { return f.probes.Load() >= 5 })
 	f.down.Store(false)
 	waitFor(t, "the watch after the outage", func() bool {
 		lw.mu.Lock()
@@ -231,6 +234,9 @@ func TestBrokerCacheWaitsOutAnOutageWithoutAReflectorFailure(t *testing.T) {
 	})
 	if n := failures.Load(); n != 0 {
 		t.Errorf("the reflector saw %d failures, so it backed off", n)
+	}
+	if n := testutil.ToFloat64(waits.WithLabelValues(g.Server)); n < 1 {
+		t.Errorf("the waits metric counted %v waits through the outage", n)
 	}
 }
 
