@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +47,9 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 		return in, err
 	}
 	if in.Import == nil {
-		in.Publishing = r.members.Publishing()
+		if err := r.readPublishing(ctx, &in); err != nil {
+			return in, err
+		}
 	}
 	derivedKey := types.NamespacedName{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}
 	if in.Derived, err = getOptional(ctx, r.local, derivedKey, &corev1.Service{}); err != nil {
@@ -61,6 +64,19 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 		return in, nil
 	}
 	return in, r.readExporters(ctx, &in)
+}
+
+// readPublishing reads what a new import waits for: the members still publishing their first
+// exports, and whether this member's own part of the Service is settled.
+func (r *importReconciler) readPublishing(ctx context.Context, in *importplan.Input) error {
+	in.Publishing = r.members.Publishing()
+	if r.first == nil || !slices.Contains(in.Publishing, r.self) {
+		return nil
+	}
+	in.OwnPartSettled = r.first.settled(in.Key)
+	export, err := getOptional(ctx, r.local, in.Key, &mcsv1beta1.ServiceExport{})
+	in.ExportedHere = export != nil
+	return err
 }
 
 // readExporters reads which exporters are live, their source slices and the live members' CPU.

@@ -44,6 +44,10 @@ type Input struct {
 	// Publishing are the live members, this one included, still publishing the exports they
 	// had at start (liveness.Starts); read only when the ServiceImport does not exist yet.
 	Publishing []string
+	// OwnPartSettled: this member's own first publication has settled this Service (its exports
+	// listed, and this one reconciled or not among them); ExportedHere: this member has a
+	// ServiceExport of it. Both read only when the ServiceImport does not exist yet.
+	OwnPartSettled, ExportedHere bool
 	// Selection is how cluster selectors' tiers are followed; Self is this member's id, whose
 	// selector results the ServiceImport carries.
 	Selection locality.Selection
@@ -100,6 +104,22 @@ type DerivedPlan struct {
 	Update, Keep *corev1.Service
 }
 
+// waitingFor returns the members a new import waits for: those still publishing the exports
+// they started with, but this member only while its own part of the Service is open. A peer
+// cannot tell which Services a publishing member will export, so it waits for the whole
+// publication; this member knows its own, and once its export of the Service is published and
+// back in the broker cache (or it exports none) the import is created with its final exporters
+// at once. A member joining a running set so imports while it publishes, not after.
+func waitingFor(in Input) []string {
+	if !slices.Contains(in.Publishing, in.Self) || !in.OwnPartSettled {
+		return in.Publishing
+	}
+	if in.ExportedHere && !slices.ContainsFunc(in.Records, func(r merge.Record) bool { return r.ClusterID == in.Self }) {
+		return in.Publishing
+	}
+	return slices.DeleteFunc(slices.Clone(in.Publishing), func(c string) bool { return c == in.Self })
+}
+
 // Plan decides every write of one import sync from what was read.
 func Plan(in Input) Sync {
 	if len(in.Records) == 0 {
@@ -112,10 +132,10 @@ func Plan(in Input) Sync {
 		return Sync{Skip: "the namespace is being deleted"}
 	case in.Import != nil && in.Import.DeletionTimestamp != nil:
 		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
-	case in.Import == nil && len(in.Publishing) > 0:
+	case in.Import == nil && len(waitingFor(in)) > 0:
 		// Created now, the import would be written again as each further exporter's record
 		// arrives; the membership controller enqueues it again once the wait is over.
-		return Sync{Skip: "waiting for " + strings.Join(in.Publishing, ", ") + " to publish the exports they started with"}
+		return Sync{Skip: "waiting for " + strings.Join(waitingFor(in), ", ") + " to publish the exports they started with"}
 	}
 	merged := mergeLive(in.Records, in.Live)
 	s := Sync{merged: merged, records: in.Records, selection: planSelection(in, merged)}

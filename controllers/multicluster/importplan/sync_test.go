@@ -1,6 +1,7 @@
 package importplan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,6 +161,45 @@ func TestPlanSkips(t *testing.T) {
 		if plan := Plan(in); !strings.Contains(plan.Skip, name) || plan.CreateImport != nil || !plan.Slices.Empty() {
 			t.Errorf("%s: plan %+v, want a skip that names it", name, plan)
 		}
+	}
+}
+
+// A member publishing its first exports knows its own: it waits for its own part of a Service
+// only until that is settled, and for peers still publishing until they are done.
+func TestNewImportsWaitForTheirOwnPartOnlyUntilItSettled(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		publishing            []string
+		settled, exportedHere bool
+		recordsFrom           []string
+		want                  []string
+	}{
+		{name: "nobody publishing", recordsFrom: []string{"b"}},
+		{name: "a peer publishing", publishing: []string{"b"}, settled: true, recordsFrom: []string{"b"}, want: []string{"b"}},
+		{name: "own exports not listed yet", publishing: []string{"a"}, recordsFrom: []string{"b"}, want: []string{"a"}},
+		{name: "own export published, its record cached", publishing: []string{"a"}, settled: true, exportedHere: true, recordsFrom: []string{"a", "b"}},
+		{name: "own export published, its record not cached yet", publishing: []string{"a"}, settled: true, exportedHere: true, recordsFrom: []string{"b"}, want: []string{"a"}},
+		{name: "not exported here", publishing: []string{"a"}, settled: true, recordsFrom: []string{"b"}},
+		{name: "own part settled, a peer still publishing", publishing: []string{"a", "c"}, settled: true, recordsFrom: []string{"b"}, want: []string{"c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input()
+			in.Self, in.Publishing, in.OwnPartSettled, in.ExportedHere = "a", slices.Clone(tc.publishing), tc.settled, tc.exportedHere
+			in.Records = nil
+			for _, c := range tc.recordsFrom {
+				in.Records = append(in.Records, record(c, mcsv1beta1.ClusterSetIP))
+			}
+			got := waitingFor(in)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("waiting for %v, want %v", got, tc.want)
+			}
+			if plan := Plan(in); (plan.Skip != "") != (len(tc.want) > 0) || (plan.CreateImport == nil) != (len(tc.want) > 0) {
+				t.Fatalf("plan skip %q, creates the import: %v", plan.Skip, plan.CreateImport != nil)
+			}
+			if !slices.Equal(in.Publishing, tc.publishing) {
+				t.Fatalf("waitingFor changed its input to %v", in.Publishing)
+			}
+		})
 	}
 }
 
