@@ -55,8 +55,10 @@ var _ = Describe("a Pod of one member reaching a Service exported from another",
 		for _, host := range []string{clusterSetIP, "echo." + ns + ".svc.clusterset.local"} {
 			for _, p := range []servicePort{tcpPort, udpPort} {
 				By(string(p.protocol) + " to " + host)
-				// The first answer waits for the import, the agents' rules and the listeners.
-				Eventually(request).WithArguments(importer, ns, "client", p, host).Should(BeElementOf(exporterPods))
+				// Wait for every endpoint to answer: the import, the agents' rules and the three
+				// listeners come one by one (each Pod is an endpoint once its readiness probe
+				// passes), and a first answer alone may come while only one is in.
+				Eventually(answers).WithArguments(importer, ns, "client", p, host, 30).Should(HaveLen(3))
 				counts, err := answers(importer, ns, "client", p, host, 30)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(slices.Collect(maps.Keys(counts))).To(HaveEach(BeElementOf(exporterPods)), "answered by %v", counts)
