@@ -118,14 +118,6 @@ func (f *firstExports) reconciled(key types.NamespacedName) {
 	}
 }
 
-// settled reports whether the first publication has settled key: its exports were listed and
-// key is not among those still to reconcile (reconciled already, or not exported at start).
-func (f *firstExports) settled(key types.NamespacedName) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.done || f.pending != nil && !f.pending[key]
-}
-
 // firstRenewalEnded records that the renewer's first renewal, which carries the announcement,
 // succeeded or failed. Failed, the broker is likely unreachable and publishing fails as well, so
 // exports go ahead either way: the outage handling reports them.

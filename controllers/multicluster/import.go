@@ -44,9 +44,6 @@ type importReconciler struct {
 	selection       locality.Selection
 	// written holds back a reconcile whose cache lacks its own last imported-slice writes.
 	written *writtenSlices
-	// first, when set, is this member's first publication, which new imports of its own
-	// exports wait for Service by Service.
-	first *firstExports
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete

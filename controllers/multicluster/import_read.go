@@ -67,13 +67,12 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 }
 
 // readPublishing reads what a new import waits for: the members still publishing their first
-// exports, and whether this member's own part of the Service is settled.
+// exports, and, while this member is one, whether it exports the Service.
 func (r *importReconciler) readPublishing(ctx context.Context, in *importplan.Input) error {
 	in.Publishing = r.members.Publishing()
-	if r.first == nil || !slices.Contains(in.Publishing, r.self) {
+	if !slices.Contains(in.Publishing, r.self) {
 		return nil
 	}
-	in.OwnPartSettled = r.first.settled(in.Key)
 	export, err := getOptional(ctx, r.local, in.Key, &mcsv1beta1.ServiceExport{})
 	in.ExportedHere = export != nil
 	return err

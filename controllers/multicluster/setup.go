@@ -228,7 +228,6 @@ func newImportReconciler(opts Options, self string, local, broker client.Client,
 
 func (w *wiring) addImports() error {
 	imports := newImportReconciler(w.opts, w.self, w.mgr.GetClient(), w.broker.GetClient(), w.members, w.recorder)
-	imports.first = w.first
 	brokerCache := w.broker.GetCache()
 	demandHandler, demandChanged := demandChanges(w.mgr.GetClient())
 	err := ctrl.NewControllerManagedBy(w.mgr).

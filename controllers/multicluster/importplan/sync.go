@@ -44,10 +44,9 @@ type Input struct {
 	// Publishing are the live members, this one included, still publishing the exports they
 	// had at start (liveness.Starts); read only when the ServiceImport does not exist yet.
 	Publishing []string
-	// OwnPartSettled: this member's own first publication has settled this Service (its exports
-	// listed, and this one reconciled or not among them); ExportedHere: this member has a
-	// ServiceExport of it. Both read only when the ServiceImport does not exist yet.
-	OwnPartSettled, ExportedHere bool
+	// ExportedHere: this member has a ServiceExport of the Service; read only when this member
+	// is among Publishing.
+	ExportedHere bool
 	// Selection is how cluster selectors' tiers are followed; Self is this member's id, whose
 	// selector results the ServiceImport carries.
 	Selection locality.Selection
@@ -107,11 +106,12 @@ type DerivedPlan struct {
 // waitingFor returns the members a new import waits for: those still publishing the exports
 // they started with, but this member only while its own part of the Service is open. A peer
 // cannot tell which Services a publishing member will export, so it waits for the whole
-// publication; this member knows its own, and once its export of the Service is published and
-// back in the broker cache (or it exports none) the import is created with its final exporters
-// at once. A member joining a running set so imports while it publishes, not after.
+// publication; this member knows its own: once its record of the Service is in the broker cache
+// (or it exports none), the import is created with its final exporters at once, and the
+// record's arrival is what enqueues it. A member joining a running set so imports while it
+// publishes, not after.
 func waitingFor(in Input) []string {
-	if !slices.Contains(in.Publishing, in.Self) || !in.OwnPartSettled {
+	if !slices.Contains(in.Publishing, in.Self) {
 		return in.Publishing
 	}
 	if in.ExportedHere && !slices.ContainsFunc(in.Records, func(r merge.Record) bool { return r.ClusterID == in.Self }) {

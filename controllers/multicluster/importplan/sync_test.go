@@ -165,7 +165,8 @@ func TestPlanSkips(t *testing.T) {
 }
 
 // A member publishing its first exports knows its own: it waits for its own part of a Service
-// only until that is settled, and for peers still publishing until they are done.
+// only until its record is in the broker cache, and for peers still publishing until they are
+// done.
 func TestNewImportsWaitForTheirOwnPartOnlyUntilItSettled(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
@@ -175,16 +176,15 @@ func TestNewImportsWaitForTheirOwnPartOnlyUntilItSettled(t *testing.T) {
 		want                  []string
 	}{
 		{name: "nobody publishing", recordsFrom: []string{"b"}},
-		{name: "a peer publishing", publishing: []string{"b"}, settled: true, recordsFrom: []string{"b"}, want: []string{"b"}},
-		{name: "own exports not listed yet", publishing: []string{"a"}, recordsFrom: []string{"b"}, want: []string{"a"}},
-		{name: "own export published, its record cached", publishing: []string{"a"}, settled: true, exportedHere: true, recordsFrom: []string{"a", "b"}},
-		{name: "own export published, its record not cached yet", publishing: []string{"a"}, settled: true, exportedHere: true, recordsFrom: []string{"b"}, want: []string{"a"}},
-		{name: "not exported here", publishing: []string{"a"}, settled: true, recordsFrom: []string{"b"}},
-		{name: "own part settled, a peer still publishing", publishing: []string{"a", "c"}, settled: true, recordsFrom: []string{"b"}, want: []string{"c"}},
+		{name: "a peer publishing", publishing: []string{"b"}, recordsFrom: []string{"b"}, want: []string{"b"}},
+		{name: "own record cached", publishing: []string{"a"}, exportedHere: true, recordsFrom: []string{"a", "b"}},
+		{name: "own record not cached yet", publishing: []string{"a"}, exportedHere: true, recordsFrom: []string{"b"}, want: []string{"a"}},
+		{name: "not exported here", publishing: []string{"a"}, recordsFrom: []string{"b"}},
+		{name: "own part done, a peer still publishing", publishing: []string{"a", "c"}, exportedHere: true, recordsFrom: []string{"a", "b"}, want: []string{"c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := input()
-			in.Self, in.Publishing, in.OwnPartSettled, in.ExportedHere = "a", slices.Clone(tc.publishing), tc.settled, tc.exportedHere
+			in.Self, in.Publishing, in.ExportedHere = "a", slices.Clone(tc.publishing), tc.exportedHere
 			in.Records = nil
 			for _, c := range tc.recordsFrom {
 				in.Records = append(in.Records, record(c, mcsv1beta1.ClusterSetIP))
