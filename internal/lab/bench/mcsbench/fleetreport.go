@@ -90,10 +90,10 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 			imports -= r.othersEvents(i)
 			own := "–"
 			if i > 0 {
-				own = fmt.Sprintf("%.2f", float64(exports)/float64(per))
+				own = fmt.Sprintf("%.2f", twoDecimals(float64(exports)/float64(per)))
 			}
 			writes.Rows = append(writes.Rows, []string{size, where, strconv.Itoa(w.Total()),
-				fmt.Sprintf("%.2f", float64(imports)/float64(per)), own, strconv.Itoa(leases), strconv.Itoa(r.othersEvents(i)), perExport(w, per)})
+				fmt.Sprintf("%.2f", twoDecimals(float64(imports)/float64(per))), own, strconv.Itoa(leases), strconv.Itoa(r.othersEvents(i)), perExport(w, per)})
 		}
 		checks = append(checks, fleetChecks(r)...)
 	}
@@ -143,10 +143,10 @@ func writesCheck(r *fleetResult, size string) bench.Check {
 		imports, exports, _ := splitWrites(w)
 		imports -= r.othersEvents(i + 1)
 		if per := float64(imports) / float64(r.Services); twoDecimals(per) > bound {
-			over = append(over, fmt.Sprintf("member-%02d %.2f per import", i, per))
+			over = append(over, fmt.Sprintf("member-%02d %.2f per import", i, twoDecimals(per)))
 		}
 		if per := float64(exports) / float64(r.Services); twoDecimals(per) > 1 {
-			over = append(over, fmt.Sprintf("member-%02d %.2f per export", i, per))
+			over = append(over, fmt.Sprintf("member-%02d %.2f per export", i, twoDecimals(per)))
 		}
 	}
 	if len(over) > 0 {
@@ -155,6 +155,8 @@ func writesCheck(r *fleetResult, size string) bench.Check {
 	return c
 }
 
+// twoDecimals rounds half away from zero, where %.2f alone would print 7.005 as 7.00 (its
+// nearest binary value is below): the table and the check show the same number.
 func twoDecimals(x float64) float64 { return math.Round(x*100) / 100 }
 
 func fleetChecks(r *fleetResult) []bench.Check {
