@@ -123,27 +123,24 @@ func (l gatedListerWatcher) IsWatchListSemanticsUnSupported() bool {
 }
 
 func (l gatedListerWatcher) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	for {
-		obj, err := l.lw.ListWithContext(ctx, opts)
-		if !Unreachable(err) || ctx.Err() != nil {
-			return obj, err
-		}
-		waits.WithLabelValues(l.gate.Server).Inc()
-		if l.gate.wait(ctx) != nil {
-			return obj, err
-		}
-	}
+	return throughGate(ctx, l.gate, func() (runtime.Object, error) { return l.lw.ListWithContext(ctx, opts) })
 }
 
 func (l gatedListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return throughGate(ctx, l.gate, func() (watch.Interface, error) { return l.lw.WatchWithContext(ctx, opts) })
+}
+
+// throughGate calls call until the server answers it, waiting at g after each call that found
+// the server unreachable; it returns the last call's result when ctx ends.
+func throughGate[T any](ctx context.Context, g *Gate, call func() (T, error)) (T, error) {
 	for {
-		w, err := l.lw.WatchWithContext(ctx, opts)
+		out, err := call()
 		if !Unreachable(err) || ctx.Err() != nil {
-			return w, err
+			return out, err
 		}
-		waits.WithLabelValues(l.gate.Server).Inc()
-		if l.gate.wait(ctx) != nil {
-			return w, err
+		waits.WithLabelValues(g.Server).Inc()
+		if g.wait(ctx) != nil {
+			return out, err
 		}
 	}
 }
