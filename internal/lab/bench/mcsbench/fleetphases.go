@@ -42,6 +42,9 @@ type fleetResult struct {
 	// BulkCPU and BulkFloorCPU are what every API server and etcd used during the bulk start
 	// and during its floor.
 	BulkCPU, BulkFloorCPU time.Duration
+	// JoinCPU and JoinFloorCPU are the same for the join and its floor; JoinManagersCPU is what
+	// every manager used during the join.
+	JoinCPU, JoinFloorCPU, JoinManagersCPU time.Duration
 	// APIServerRestart is the first member's kube-apiserver stopped and started again while no
 	// manager ran, until it served: part of the member restart's floor.
 	APIServerRestart time.Duration
@@ -91,7 +94,7 @@ func (f *fleet) floors(ctx context.Context) error {
 	if f.res.BulkFloor, f.res.BulkFloorCPU, err = f.measureFloor(ctx, "floor-bulk", bulkFloor(f.o.members)); err != nil {
 		return err
 	}
-	if f.res.JoinFloor, _, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1)); err != nil {
+	if f.res.JoinFloor, f.res.JoinFloorCPU, err = f.measureFloor(ctx, "floor-join", joinFloor(f.o.members, f.o.members-1)); err != nil {
 		return err
 	}
 	changes, err := f.comebackChanges(f.o.changes)
@@ -385,6 +388,11 @@ func (f *fleet) join(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for %s's imports to be gone: %w", id, err)
 	}
+	planesBefore, err := f.controlPlanesCPU()
+	if err != nil {
+		return err
+	}
+	managersBefore := f.managersCPU()
 	began := time.Now()
 	if err := f.set.StartManagers(id); err != nil {
 		return err
@@ -398,7 +406,14 @@ func (f *fleet) join(ctx context.Context) error {
 		return err
 	}
 	f.res.Join = time.Since(began)
-	f.logf("%s joined: every member imports everything %s after its manager started", id, f.res.Join.Round(time.Millisecond))
+	planes, err := f.controlPlanesCPU()
+	if err != nil {
+		return err
+	}
+	f.res.JoinCPU, f.res.JoinManagersCPU = planes-planesBefore, f.managersCPU()-managersBefore
+	f.logf("%s joined: every member imports everything %s after its manager started; API servers and etcds used %s of CPU (%s during the floor), the managers %s",
+		id, f.res.Join.Round(time.Millisecond), f.res.JoinCPU.Round(100*time.Millisecond), f.res.JoinFloorCPU.Round(100*time.Millisecond),
+		f.res.JoinManagersCPU.Round(100*time.Millisecond))
 	return nil
 }
 
@@ -417,6 +432,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// managersCPU is the CPU the running managers have used so far.
+func (f *fleet) managersCPU() time.Duration {
+	var sum time.Duration
+	for _, pid := range f.set.ManagerPIDs() {
+		sum += localset.CPUTime(pid)
+	}
+	return sum
 }
 
 // controlPlanesCPU is the CPU every API server and etcd of the set (broker and members) has used

@@ -52,7 +52,8 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 		Header: []string{"Members x exported Services", "All managers start -> all imported (x write floor)", "One member joins -> all imported (x write floor)",
 			"Single change p50 / p99", "p99 while a member joins", "Lease expiry -> lost member withdrawn (max)",
 			"Broker objects", "Broker watch events / KiB per change", "Broker kube-apiserver RSS / CPU", "Broker etcd RSS / CPU", "Manager RSS (max)",
-			"CPU in the bulk start: managers / member API servers / member etcds", "API servers and etcds CPU: bulk start / its floor"},
+			"CPU in the bulk start: managers / member API servers / member etcds", "API servers and etcds CPU: bulk start / its floor",
+			"CPU in the join: API servers and etcds (x its floor's) / managers"},
 	}
 	writes := bench.Table{
 		Caption: "Writes during the bulk start, counted at each API server, per exported Service",
@@ -77,6 +78,7 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 			mib(slices.Max(append([]int64{0}, r.ManagerRSS...))),
 			fmt.Sprintf("%s / %s / %s", r.ManagersCPU.Round(100*time.Millisecond), r.MemberAPIServersCPU.Round(100*time.Millisecond), r.MemberEtcdsCPU.Round(100*time.Millisecond)),
 			versusFloor(r.BulkCPU, r.BulkFloorCPU),
+			versusFloor(r.JoinCPU, r.JoinFloorCPU) + " / " + r.JoinManagersCPU.Round(100*time.Millisecond).String(),
 		})
 		for i, w := range r.BulkWrites {
 			where, per := "broker", exports
