@@ -167,13 +167,13 @@ func TestPlanSkips(t *testing.T) {
 // A member publishing its first exports knows its own: it waits for its own part of a Service
 // only until its record is in the broker cache, and for peers still publishing until they are
 // done.
-func TestNewImportsWaitForTheirOwnPartOnlyUntilItSettled(t *testing.T) {
+func TestNewImportsWaitForTheirOwnPartOnlyUntilItsRecordIsCached(t *testing.T) {
 	for _, tc := range []struct {
-		name                  string
-		publishing            []string
-		settled, exportedHere bool
-		recordsFrom           []string
-		want                  []string
+		name         string
+		publishing   []string
+		exportedHere bool
+		recordsFrom  []string
+		want         []string
 	}{
 		{name: "nobody publishing", recordsFrom: []string{"b"}},
 		{name: "a peer publishing", publishing: []string{"b"}, recordsFrom: []string{"b"}, want: []string{"b"}},
