@@ -11,8 +11,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// fleetsliceReporters is the prefix of every event reporter fleetslice's managers record as.
-const fleetsliceReporters = "fleetslice"
+// ours reports whether an Event's reporter is fleetslice's manager: its multi-cluster
+// controllers report as fleetslice-*, and its EndpointSlice controller under upstream's name,
+// which on light members (no kube-controller-manager) nothing else uses.
+func ours(reporter string) bool {
+	return strings.HasPrefix(reporter, "fleetslice") || reporter == "endpointslice-controller"
+}
 
 // othersEventWrites counts, per cluster (broker first), the Event writes since began that
 // fleetslice did not make: the API server's own controllers report too (the ClusterIP
@@ -30,7 +34,7 @@ func (f *fleet) othersEventWrites(ctx context.Context, began time.Time) ([]int, 
 			return nil, err
 		}
 		n := 0
-		ours := map[string]int{}
+		fleetslice := map[string]int{}
 		for _, e := range list.Items {
 			reporter := e.ReportingController
 			if reporter == "" {
@@ -39,16 +43,16 @@ func (f *fleet) othersEventWrites(ctx context.Context, began time.Time) ([]int, 
 			if e.CreationTimestamp.Time.Before(began.Truncate(time.Second)) {
 				continue
 			}
-			if strings.HasPrefix(reporter, fleetsliceReporters) {
-				ours[fmt.Sprintf("%s %s on %s", reporter, e.Reason, e.Regarding.Kind)] += eventWrites(e.DeprecatedCount, e.Series)
+			if ours(reporter) {
+				fleetslice[fmt.Sprintf("%s %s on %s", reporter, e.Reason, e.Regarding.Kind)] += eventWrites(e.DeprecatedCount, e.Series)
 				continue
 			}
 			n += eventWrites(e.DeprecatedCount, e.Series)
 		}
 		// What fleetslice announced in a bulk start is what the writes check counts against it,
 		// so the log says which they were.
-		if len(ours) > 0 {
-			f.logf("%s: fleetslice's Events since the managers started: %v", c.Config.Host, ours)
+		if len(fleetslice) > 0 {
+			f.logf("%s: fleetslice's Events since the managers started: %v", c.Config.Host, fleetslice)
 		}
 		out = append(out, n)
 	}
