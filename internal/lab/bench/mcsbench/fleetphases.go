@@ -3,6 +3,8 @@ package mcsbench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -436,11 +438,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // managersCPU is the CPU the running managers have used so far.
 func (f *fleet) managersCPU() time.Duration {
-	var sum time.Duration
-	for _, pid := range f.set.ManagerPIDs() {
-		sum += localset.CPUTime(pid)
-	}
-	return sum
+	return totalCPU(slices.Collect(maps.Values(f.set.ManagerPIDs())))
 }
 
 // controlPlanesCPU is the CPU every API server and etcd of the set (broker and members) has used
