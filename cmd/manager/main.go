@@ -6,13 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -67,11 +65,13 @@ func main() {
 		log.Error(err, "invalid client flags")
 		os.Exit(2)
 	}
-	mgrOpts := o.managerOptions()
-	if mgrOpts.Cache.NewInformer, err = memberReconnect(cfg); err != nil {
+	gate, err := memberGate(cfg)
+	if err != nil {
 		log.Error(err, "unable to set up the member cache")
 		os.Exit(1)
 	}
+	mgrOpts := o.managerOptions()
+	mgrOpts.Cache.NewInformer = gate.NewInformer
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		log.Error(err, "unable to create manager")
@@ -108,17 +108,16 @@ func (o *options) managerOptions() ctrl.Options {
 	}
 }
 
-// memberReconnect builds the member cache's informers: while this cluster's API server does not
-// answer (a control-plane upgrade, a restart), their lists and watches wait at a gate that asks
-// its /readyz, and go on as soon as it is ready, instead of sleeping through its return in
-// client-go's reflector back-off (up to a minute).
-func memberReconnect(cfg *rest.Config) (func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer, error) {
+// memberGate is the gate of the member cache's informers: while this cluster's API server does
+// not answer (a control-plane upgrade, a restart), their lists and watches wait at it, asking
+// the server's /readyz, and go on as soon as it is ready, instead of sleeping through its return
+// in client-go's reflector back-off (up to a minute).
+func memberGate(cfg *rest.Config) (*reconnect.Gate, error) {
 	probe, err := reconnect.Readyz(cfg)
 	if err != nil {
 		return nil, err
 	}
-	gate := &reconnect.Gate{Server: "member", Probe: probe, Interval: reconnect.DefaultProbeInterval}
-	return gate.NewInformer, nil
+	return &reconnect.Gate{Server: "member", Probe: probe, Interval: reconnect.DefaultProbeInterval}, nil
 }
 
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o *options) error {
