@@ -239,21 +239,24 @@ func (r *replica) queueState(ctx context.Context) (depth, reconciles float64, er
 	if err != nil {
 		return 0, 0, err
 	}
-	sum := func(name, label string) float64 {
-		total := 0.0
-		f := families[name]
-		if f == nil {
-			return 0
-		}
-		for _, m := range f.Metric {
-			if labelValue(m, label) == "multicluster-membership" {
-				continue
-			}
-			total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-		return total
+	notMembership := func(label string) func(*dto.Metric) bool {
+		return func(m *dto.Metric) bool { return labelValue(m, label) != "multicluster-membership" }
 	}
-	return sum("workqueue_depth", "name"), sum("controller_runtime_reconcile_total", "controller"), nil
+	return sumMetric(families, "workqueue_depth", notMembership("name")),
+		sumMetric(families, "controller_runtime_reconcile_total", notMembership("controller")), nil
+}
+
+// sumMetric adds up the gauges and counters of the family name that keep accepts.
+func sumMetric(families map[string]*dto.MetricFamily, name string, keep func(*dto.Metric) bool) float64 {
+	total := 0.0
+	if f := families[name]; f != nil {
+		for _, m := range f.Metric {
+			if keep(m) {
+				total += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 // reconnectWaits is how many lists and watches of the replica's caches of server ("member" or
@@ -263,15 +266,7 @@ func (r *replica) reconnectWaits(ctx context.Context, server string) (float64, e
 	if err != nil {
 		return 0, err
 	}
-	total := 0.0
-	if f := families["fleetslice_reconnect_waits_total"]; f != nil {
-		for _, m := range f.Metric {
-			if labelValue(m, "server") == server {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total, nil
+	return sumMetric(families, "fleetslice_reconnect_waits_total", func(m *dto.Metric) bool { return labelValue(m, "server") == server }), nil
 }
 
 func labelValue(m *dto.Metric, name string) string {
