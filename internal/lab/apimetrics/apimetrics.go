@@ -119,6 +119,18 @@ func WatchEvents(exposition []byte, keep func(resource string) bool) (events, by
 	return events, bytes, eachSeries(exposition, "apiserver_watch_events_sizes_sum{", add(&bytes))
 }
 
+// EachRequest calls fn with every apiserver_request_total series of an exposition: reads and
+// watches too, the resource with "/<subresource>" when there is one.
+func EachRequest(exposition []byte, fn func(verb, resource, code string, count int)) error {
+	return eachSeries(exposition, "apiserver_request_total{", func(labels map[string]string, value float64) {
+		resource := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		fn(labels["verb"], resource, labels["code"], int(value))
+	})
+}
+
 func eachSeries(exposition []byte, prefix string, fn func(labels map[string]string, value float64)) error {
 	for line := range bytes.Lines(exposition) {
 		if !bytes.HasPrefix(line, []byte(prefix)) {

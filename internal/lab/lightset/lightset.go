@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +39,9 @@ type Options struct {
 	// ManagerArgs are added to every manager's command line (tuned runs; the headline runs add
 	// nothing, so every manager runs at its defaults).
 	ManagerArgs []string
+	// Pprof has every manager serve Go's pprof profiles on a loopback port of its own (see
+	// PprofAddress), for profiling a phase.
+	Pprof bool
 }
 
 // Set is a running light ClusterSet.
@@ -50,6 +54,7 @@ type Set struct {
 	opts     Options
 	mu       sync.Mutex
 	managers map[string]*localset.Process
+	pprof    map[string]string
 	// apiServers are the kube-apiservers StartAPIServer started again; stoppedAPIServers the
 	// command lines of those StopAPIServer stopped, by cluster name.
 	apiServers        map[string]*apiServer
@@ -66,7 +71,7 @@ func Start(ctx context.Context, opts Options) (_ *Set, err error) {
 	if opts.Members < 2 {
 		return nil, fmt.Errorf("a ClusterSet needs at least 2 members, asked for %d", opts.Members)
 	}
-	s := &Set{opts: opts, managers: map[string]*localset.Process{}, apiServers: map[string]*apiServer{}, stoppedAPIServers: map[string][]string{}}
+	s := &Set{opts: opts, managers: map[string]*localset.Process{}, pprof: map[string]string{}, apiServers: map[string]*apiServer{}, stoppedAPIServers: map[string][]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
@@ -131,6 +136,14 @@ func (s *Set) StartManagers(ids ...string) error {
 		if s.opts.Lease > 0 {
 			args = append(args, "--cluster-lease-duration", s.opts.Lease.String())
 		}
+		if s.opts.Pprof {
+			addr, err := freeLoopbackAddress()
+			if err != nil {
+				return err
+			}
+			args = append(args, "--pprof-bind-address", addr)
+			s.pprof[id] = addr
+		}
 		args = append(args, s.opts.ManagerArgs...)
 		p, err := localset.StartProcess(filepath.Join(s.opts.Workdir, "logs"), "manager-"+id, s.opts.Manager, args...)
 		if err != nil {
@@ -151,6 +164,24 @@ func (s *Set) StopManager(id string) error {
 		return fmt.Errorf("no manager runs for %s", id)
 	}
 	return p.Stop(15 * time.Second)
+}
+
+// PprofAddress is where the running manager of a member serves pprof, "" without Options.Pprof.
+func (s *Set) PprofAddress(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pprof[id]
+}
+
+// freeLoopbackAddress is a loopback port nothing listens on now; the manager binds it a moment
+// later, which is good enough for a measurement run.
+func freeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // ManagerPIDs are the running managers' process ids by member.

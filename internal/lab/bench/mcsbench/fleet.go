@@ -45,6 +45,10 @@ type fleetOptions struct {
 	// changes are made in the members while the broker is down for outage.
 	changes int
 	outage  time.Duration
+
+	// profileDir, when set, receives API server CPU profiles and request counts of the bulk
+	// start and the join.
+	profileDir string
 }
 
 // fleet is one running measurement.
@@ -67,7 +71,7 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 	}
 	defer os.RemoveAll(workdir)
 	began := time.Now()
-	set, err := lightset.Start(ctx, lightset.Options{Members: o.members, Workdir: workdir, Manager: o.manager, Lease: o.lease, ManagerArgs: o.managerArgs})
+	set, err := lightset.Start(ctx, lightset.Options{Members: o.members, Workdir: workdir, Manager: o.manager, Lease: o.lease, ManagerArgs: o.managerArgs, Pprof: o.profileDir != ""})
 	if err != nil {
 		return nil, err
 	}

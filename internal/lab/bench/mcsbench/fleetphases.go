@@ -148,10 +148,17 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 	if err := f.set.StartManagers(); err != nil {
 		return err
 	}
+	profile, err := f.startProfile(ctx, "bulk", 30)
+	if err != nil {
+		return err
+	}
 	if err := f.waitComplete(ctx, f.set.IDs); err != nil {
 		return err
 	}
 	f.res.Bulk = time.Since(began)
+	if err := profile.finish(ctx); err != nil {
+		return err
+	}
 	if f.res.BulkCPU, err = f.controlPlanesCPU(); err != nil {
 		return err
 	}
@@ -399,6 +406,10 @@ func (f *fleet) join(ctx context.Context) error {
 	if err := f.set.StartManagers(id); err != nil {
 		return err
 	}
+	profile, err := f.startProfile(ctx, "join", 15)
+	if err != nil {
+		return err
+	}
 	sample := f.sampleServices(f.o.joinSamples, 2)
 	f.res.JoinPropagation, f.res.JoinMissing, err = f.timeChanges(ctx, 1, []int{0}, sample)
 	if err != nil {
@@ -408,6 +419,9 @@ func (f *fleet) join(ctx context.Context) error {
 		return err
 	}
 	f.res.Join = time.Since(began)
+	if err := profile.finish(ctx); err != nil {
+		return err
+	}
 	planes, err := f.controlPlanesCPU()
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ type settings struct {
 	// fleetChanges are made in the light members while the broker is down for fleetOutage.
 	fleetChanges int
 	fleetOutage  time.Duration
+	fleetProfile string
 }
 
 var (
@@ -84,6 +85,7 @@ func Part() bench.Part {
 				fmt.Sprintf("multicluster part: endpoint changes made across the light members while the broker is down (default %d, %d with --quick)", fullFleetChanges, quickFleetChanges))
 			fs.DurationVar(&o.fleetOutage, "multicluster-fleet-outage", 0,
 				fmt.Sprintf("multicluster part: how long the light set's broker is down (default %s, %s with --quick)", fullFleetOutage, quickFleetOutage))
+			fs.StringVar(&o.fleetProfile, "multicluster-fleet-profile-dir", "", "multicluster part: write the light members' and broker's API server CPU profiles and served requests of the bulk start and the join there (pprof format; go tool pprof reads them)")
 			fs.StringSliceVar(&o.managerArgs, "multicluster-manager-args", nil, "multicluster part: extra flags for every light member's manager (tuned runs; the headline runs use none)")
 			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
@@ -159,7 +161,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		res, err := measureFleet(ctx, fleetOptions{
 			members: members, services: fleetServices, samples: min(samples, fleetServices), joinSamples: min(25, fleetServices),
 			lease: fleetLease, changeEvery: o.changeEvery, restartQuiet: 15 * time.Second, timeout: env.PhaseTimeout(o.timeout),
-			changes: changes, outage: outage,
+			changes: changes, outage: outage, profileDir: o.fleetProfile,
 			managerArgs: o.managerArgs, manager: manager, log: env.Log, seed: o.seed,
 		})
 		if err != nil {

@@ -1,0 +1,163 @@
+package mcsbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
+)
+
+// phaseProfile is what --multicluster-fleet-profile-dir collects while a phase runs: a CPU profile
+// of every API server, and every request each one served (reads too, by verb, resource and code),
+// which together say where the control planes' CPU beyond the write floor goes.
+type phaseProfile struct {
+	f        *fleet
+	phase    string
+	seconds  int
+	before   [][]byte
+	profiles sync.WaitGroup
+	errs     []error
+}
+
+// startProfile begins profiling the set's API servers for the first seconds of a phase (which
+// should end before the phase does, or the profile holds idle time); it does nothing without a
+// profile directory.
+func (f *fleet) startProfile(ctx context.Context, phase string, seconds int) (*phaseProfile, error) {
+	if f.o.profileDir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(f.o.profileDir, 0o755); err != nil {
+		return nil, err
+	}
+	p := &phaseProfile{f: f, phase: phase, seconds: seconds}
+	for _, c := range f.clusters() {
+		raw, err := apimetrics.Scrape(ctx, c.Config)
+		if err != nil {
+			return nil, err
+		}
+		p.before = append(p.before, raw)
+	}
+	var mu sync.Mutex
+	fetch := func(name string, get func() ([]byte, error)) {
+		p.profiles.Go(func() {
+			raw, err := get()
+			if err == nil {
+				err = os.WriteFile(filepath.Join(f.o.profileDir, fmt.Sprintf("%s-%s.pprof", phase, name)), raw, 0o644)
+			}
+			if err != nil {
+				mu.Lock()
+				p.errs = append(p.errs, fmt.Errorf("profiling %s: %w", name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	for _, c := range f.clusters() {
+		fetch("apiserver-"+c.Name, func() ([]byte, error) { return apiServerProfile(ctx, c.Config, seconds) })
+	}
+	for _, id := range f.set.IDs {
+		if addr := f.set.PprofAddress(id); addr != "" {
+			fetch("manager-"+id, func() ([]byte, error) { return managerProfile(ctx, addr, seconds) })
+		}
+	}
+	return p, nil
+}
+
+// finish waits for the profiles and writes the requests served since startProfile.
+func (p *phaseProfile) finish(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	p.profiles.Wait()
+	var out strings.Builder
+	for i, c := range p.f.clusters() {
+		after, err := apimetrics.Scrape(ctx, c.Config)
+		if err != nil {
+			return err
+		}
+		served, err := requestsBetween(p.before[i], after)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&out, "# %s\n", c.Name)
+		for _, key := range slices.Sorted(maps.Keys(served)) {
+			fmt.Fprintf(&out, "%8d %s\n", served[key], key)
+		}
+	}
+	path := filepath.Join(p.f.o.profileDir, p.phase+"-requests.txt")
+	p.f.logf("%s: API server profiles and requests served in %s", p.phase, p.f.o.profileDir)
+	return errors.Join(append(p.errs, os.WriteFile(path, []byte(out.String()), 0o644))...)
+}
+
+// apiServerProfile asks an API server for a CPU profile of seconds.
+func apiServerProfile(ctx context.Context, cfg *rest.Config, seconds int) ([]byte, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = time.Duration(2*seconds) * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+}
+
+// managerProfile asks a manager serving pprof on addr for a CPU profile of seconds, waiting a
+// little for a manager just started to listen.
+func managerProfile(ctx context.Context, addr string, seconds int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+	if err != nil {
+		return nil, err
+	}
+	var resp *http.Response
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		resp, err = http.DefaultClient.Do(req)
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s does not serve pprof: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// requestsBetween counts every request (verb, resource/subresource, code) two expositions of
+// one API server differ by.
+func requestsBetween(before, after []byte) (map[string]int, error) {
+	count := func(exposition []byte) (map[string]int, error) {
+		n := map[string]int{}
+		err := apimetrics.EachRequest(exposition, func(verb, resource, code string, value int) {
+			n[fmt.Sprintf("%-7s %-40s %s", verb, resource, code)] += value
+		})
+		return n, err
+	}
+	b, err := count(before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := count(after)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range b {
+		if a[k] -= v; a[k] == 0 {
+			delete(a, k)
+		}
+	}
+	return a, nil
+}
