@@ -242,5 +242,10 @@ func fleetNote(lease time.Duration, managerArgs []string) string {
 		"removed for good and started again (a join), while single changes between the first two members are timed. "+
 		"Writes are counted at each API server (apiserver_request_total) and include Lease renewals and Events; "+
 		"broker watch bytes are apiserver_watch_events_sizes over the single changes, Lease renewals included. "+
-		"CPU is the broker's processes' over the bulk start.", flags, lease)
+		"CPU is the broker's processes' over the bulk start. The write floors are timed before any manager starts: "+
+		"plain clients without a rate limit, 16 per API server, all API servers at once, write what the phase makes "+
+		"the set write, in a namespace of their own: for the bulk start every export's broker record and slice copy, "+
+		"every import (derived Service, ServiceImport and its status, one slice per exporter) and every export's "+
+		"status; for the join the newcomer's records, copies and imports, and in each peer its imported slice and "+
+		"one status update of each existing ServiceImport (the newcomer's exports keep the status they had).", flags, lease)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,25 +24,28 @@ import (
 // enough to keep a control plane on this machine busy, as the managers' workers together do.
 const floorWriters = 16
 
-// floorWork is what one converged set holds for its imports, counted per API server: a write
+// floorWork is what one phase makes a set write to converge, counted per API server: a write
 // floor is the time these writes take from plain clients without a rate limit.
 type floorWork struct {
 	// exporters lists, per member, the members whose exports it imports (its imported slices
-	// and ServiceImport status name them); exporting says which members export (their records,
-	// slice copies and export status).
-	exporters [][]int
-	exporting []bool
+	// and ServiceImport status name them); publishing says which members' exports the broker
+	// gets (their records and slice copies); exportStatus which members write their exports'
+	// status (a member that rejoins keeps the status it had).
+	exporters    [][]int
+	publishing   []bool
+	exportStatus []bool
 	// importsExist marks members whose ServiceImports and derived Services exist already (a
-	// peer of a joining member): they only add the newcomer's slices.
+	// peer of a joining member): they add the newcomer's slices and name it in each import's
+	// status, one update each.
 	importsExist []bool
 }
 
 // bulkFloor is the converged set of a bulk start: every member imports every member's export.
 func bulkFloor(members int) floorWork {
-	w := floorWork{exporting: make([]bool, members), importsExist: make([]bool, members)}
+	w := floorWork{publishing: make([]bool, members), exportStatus: make([]bool, members), importsExist: make([]bool, members)}
 	all := make([]int, members)
 	for m := range members {
-		all[m], w.exporting[m] = m, true
+		all[m], w.publishing[m], w.exportStatus[m] = m, true, true
 	}
 	for range members {
 		w.exporters = append(w.exporters, all)
@@ -49,17 +53,18 @@ func bulkFloor(members int) floorWork {
 	return w
 }
 
-// joinFloor is what a member joining a running set makes the set write: its own imports of
-// every member's exports, its exports in the broker and their status, and each peer's imported
-// slice of them. The peers' status updates are left out, so the floor is, if anything, low.
+// joinFloor is what a member rejoining a running set makes the set write: its own imports of
+// every member's exports and its exports in the broker; each peer's imported slice of them and
+// its import's status naming the newcomer. The newcomer's exports keep the status they had
+// before it left, so neither fleetslice nor the floor writes it again.
 func joinFloor(members, joiner int) floorWork {
-	w := floorWork{exporting: make([]bool, members), importsExist: make([]bool, members)}
+	w := floorWork{publishing: make([]bool, members), exportStatus: make([]bool, members), importsExist: make([]bool, members)}
 	all := make([]int, members)
 	for m := range members {
 		all[m] = m
 		w.importsExist[m] = m != joiner
 	}
-	w.exporting[joiner] = true
+	w.publishing[joiner] = true
 	for m := range members {
 		if m == joiner {
 			w.exporters = append(w.exporters, all)
@@ -79,13 +84,13 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 	if err != nil {
 		return 0, 0, err
 	}
-	exports, err := f.floorExports(ctx, clients[1:], namespace, work)
+	existing, err := f.floorExisting(ctx, clients[1:], namespace, work)
 	if err != nil {
 		return 0, 0, err
 	}
 	jobs := [][]floorJob{f.brokerFloorJobs(namespace, work)}
 	for m := range f.set.Members {
-		jobs = append(jobs, f.memberFloorJobs(namespace, work, m, exports[m]))
+		jobs = append(jobs, f.memberFloorJobs(namespace, work, m, existing[m]))
 	}
 	cpuBefore, err := f.controlPlanesCPU()
 	if err != nil {
@@ -134,23 +139,50 @@ func runAll(ctx context.Context, clients []client.Client, jobs [][]floorJob) (ti
 	return time.Since(began), errors.Join(errs...)
 }
 
-// floorExports creates, untimed, the ServiceExports whose status the floor writes: they are
-// the user's objects, not fleetslice's.
-func (f *fleet) floorExports(ctx context.Context, members []client.Client, namespace string, work floorWork) ([][]*mcsv1beta1.ServiceExport, error) {
-	out := make([][]*mcsv1beta1.ServiceExport, len(members))
+// floorObjects are what a member holds before a phase begins and the phase writes the status
+// of: the user's ServiceExports, and a rejoining member's peers' ServiceImports.
+type floorObjects struct {
+	exports []*mcsv1beta1.ServiceExport
+	imports []*mcsv1beta1.ServiceImport
+}
+
+// floorExisting creates, untimed, the objects whose status the floor writes.
+func (f *fleet) floorExisting(ctx context.Context, members []client.Client, namespace string, work floorWork) ([]floorObjects, error) {
+	out := make([]floorObjects, len(members))
 	for m, c := range members {
-		if !work.exporting[m] {
-			continue
-		}
 		for i := range f.o.services {
-			e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fleetService(i)}}
-			if err := c.Create(ctx, e); err != nil {
-				return nil, err
+			if work.exportStatus[m] {
+				e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fleetService(i)}}
+				if err := c.Create(ctx, e); err != nil {
+					return nil, err
+				}
+				out[m].exports = append(out[m].exports, e)
 			}
-			out[m] = append(out[m], e)
+			if work.importsExist[m] {
+				si := floorImport(namespace, fleetService(i), nil)
+				if err := c.Create(ctx, si); err != nil {
+					return nil, err
+				}
+				for e := range f.set.Members {
+					if !slices.Contains(work.exporters[m], e) {
+						si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
+					}
+				}
+				if err := c.Status().Update(ctx, si); err != nil {
+					return nil, err
+				}
+				out[m].imports = append(out[m].imports, si)
+			}
 		}
 	}
 	return out, nil
+}
+
+// floorImport is a ServiceImport as fleetslice creates it, with the derived Service's IPs.
+func floorImport(namespace, name string, ips []string) *mcsv1beta1.ServiceImport {
+	return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: ips,
+			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
 }
 
 type floorJob func(ctx context.Context, c client.Client) error
@@ -177,13 +209,22 @@ func runJobs(ctx context.Context, c client.Client, jobs []floorJob) error {
 }
 
 // memberFloorJobs are member m's writes: per Service the derived Service, the ServiceImport and
-// its status, one imported slice per exporter, and its own export's status.
-func (f *fleet) memberFloorJobs(namespace string, work floorWork, m int, exports []*mcsv1beta1.ServiceExport) []floorJob {
+// its status (or, where the import exists, its status naming the new exporters), one imported
+// slice per exporter, and its own export's status.
+func (f *fleet) memberFloorJobs(namespace string, work floorWork, m int, existing floorObjects) []floorJob {
 	var jobs []floorJob
 	for i := range f.o.services {
 		name := fleetService(i)
 		if !work.importsExist[m] {
 			jobs = append(jobs, f.importFloorJob(namespace, work.exporters[m], name))
+		} else {
+			si := existing.imports[i]
+			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
+				for _, e := range work.exporters[m] {
+					si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
+				}
+				return c.Status().Update(ctx, si)
+			})
 		}
 		for _, e := range work.exporters[m] {
 			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
@@ -192,8 +233,8 @@ func (f *fleet) memberFloorJobs(namespace string, work floorWork, m int, exports
 				return c.Create(ctx, s)
 			})
 		}
-		if work.exporting[m] {
-			export := exports[i]
+		if work.exportStatus[m] {
+			export := existing.exports[i]
 			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
 				export.Status.Conditions = []metav1.Condition{
 					{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: metav1.Now()},
@@ -216,9 +257,7 @@ func (f *fleet) importFloorJob(namespace string, exporters []int, name string) f
 		if err := c.Create(ctx, svc); err != nil {
 			return err
 		}
-		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: svc.Spec.ClusterIPs,
-				Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
+		si := floorImport(namespace, name, svc.Spec.ClusterIPs)
 		if err := c.Create(ctx, si); err != nil {
 			return err
 		}
@@ -232,8 +271,8 @@ func (f *fleet) importFloorJob(namespace string, exporters []int, name string) f
 // brokerFloorJobs are the broker's writes: every exporter's record and slice copy per Service.
 func (f *fleet) brokerFloorJobs(namespace string, work floorWork) []floorJob {
 	var jobs []floorJob
-	for m, exporting := range work.exporting {
-		if !exporting {
+	for m, publishing := range work.publishing {
+		if !publishing {
 			continue
 		}
 		id := f.set.IDs[m]
