@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,8 +47,8 @@ type fleetOptions struct {
 	changes int
 	outage  time.Duration
 
-	// profileDir, when set, receives API server CPU profiles and request counts of the bulk
-	// start and the join.
+	// profileDir, when set, receives CPU profiles and request counts of the bulk start, the
+	// join and their write floors, and the managers' logs.
 	profileDir string
 }
 
@@ -70,6 +71,12 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		return nil, err
 	}
 	defer os.RemoveAll(workdir)
+	if o.profileDir != "" {
+		// The managers' logs, beside the profiles, time each one's first writes.
+		defer func() {
+			err = errors.Join(err, os.CopyFS(filepath.Join(o.profileDir, "logs"), os.DirFS(filepath.Join(workdir, "logs"))))
+		}()
+	}
 	began := time.Now()
 	set, err := lightset.Start(ctx, lightset.Options{Members: o.members, Workdir: workdir, Manager: o.manager, Lease: o.lease, ManagerArgs: o.managerArgs, Pprof: o.profileDir != ""})
 	if err != nil {

@@ -96,7 +96,14 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 	if err != nil {
 		return 0, 0, err
 	}
+	profile, err := f.startProfile(ctx, namespace, 10)
+	if err != nil {
+		return 0, 0, err
+	}
 	if took, err = runAll(ctx, clients, jobs); err != nil {
+		return 0, 0, err
+	}
+	if err := profile.finish(ctx); err != nil {
 		return 0, 0, err
 	}
 	if cpu, err = f.controlPlanesCPU(); err != nil {

@@ -85,7 +85,7 @@ func Part() bench.Part {
 				fmt.Sprintf("multicluster part: endpoint changes made across the light members while the broker is down (default %d, %d with --quick)", fullFleetChanges, quickFleetChanges))
 			fs.DurationVar(&o.fleetOutage, "multicluster-fleet-outage", 0,
 				fmt.Sprintf("multicluster part: how long the light set's broker is down (default %s, %s with --quick)", fullFleetOutage, quickFleetOutage))
-			fs.StringVar(&o.fleetProfile, "multicluster-fleet-profile-dir", "", "multicluster part: write the light members' and broker's API server CPU profiles and served requests of the bulk start and the join there (pprof format; go tool pprof reads them)")
+			fs.StringVar(&o.fleetProfile, "multicluster-fleet-profile-dir", "", "multicluster part: write CPU profiles of the light set's API servers and managers, the requests each API server served, through the bulk start, the join and their write floors, and the managers' logs, there (go tool pprof reads the profiles)")
 			fs.StringSliceVar(&o.managerArgs, "multicluster-manager-args", nil, "multicluster part: extra flags for every light member's manager (tuned runs; the headline runs use none)")
 			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
