@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +43,8 @@ type importReconciler struct {
 	recorder        events.EventRecorder
 	locality        locality.Options
 	selection       locality.Selection
-	// written holds back a reconcile whose cache lacks its own last imported-slice writes.
+	// written holds back a reconcile whose cache lacks its own last writes of an import: its
+	// imported slices, ServiceImport and derived Service.
 	written *writtenSlices
 }
 
@@ -64,12 +66,28 @@ func (r *importReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	return reconcile.Result{}, err
 }
 
+// cacheBehind says whether what a sync read lacks one of this controller's own writes of the
+// import: its imported slices, the ServiceImport or the derived Service.
+func (r *importReconciler) cacheBehind(key types.NamespacedName, in importplan.Input) bool {
+	var si, derived metav1.Object
+	if in.Import != nil {
+		si = in.Import
+	}
+	if in.Derived != nil {
+		derived = in.Derived
+	}
+	// Each is asked, so that every write the cache shows is forgotten.
+	slicesBehind := r.written.behind(key, in.Imported)
+	importBehind := r.written.objectBehind(writtenImport, key, si)
+	return r.written.objectBehind(writtenDerived, key, derived) || slicesBehind || importBehind
+}
+
 func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedName) error {
 	in, err := r.read(ctx, key)
 	if err != nil {
 		return fmt.Errorf("reading import %s: %w", key, err)
 	}
-	if r.written.behind(key, in.Imported) {
+	if r.cacheBehind(key, in) {
 		return errStaleCache
 	}
 	plan := importplan.Plan(in)

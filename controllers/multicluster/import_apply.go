@@ -31,15 +31,25 @@ type importWriter struct {
 	owner   types.NamespacedName
 }
 
-// do runs one write of kind/verb on obj and counts it by its outcome.
+// do runs one write of kind/verb on obj and counts it by its outcome. A write of the
+// ServiceImport or the derived Service that landed is remembered, so that a sync reading a
+// cache without it writes nothing (it would be refused with 409 or AlreadyExists).
 func (w importWriter) do(kind, verb string, obj client.Object, write func() error) error {
+	replaced, uid := obj.GetResourceVersion(), obj.GetUID()
 	err := write()
 	localWrites.WithLabelValues(kind, verb, result(err)).Inc()
 	if err != nil {
 		return fmt.Errorf("%s %s %s: %w", verb, kind, client.ObjectKeyFromObject(obj), err)
 	}
+	if remembered, ok := importObjectKinds[kind]; ok {
+		w.written.objectWritten(remembered, w.owner, slicewrite.Op(verb), replaced, uid)
+	}
 	return nil
 }
+
+// importObjectKinds are the kinds do writes whose writes writtenSlices remembers, by the kind
+// it remembers them as.
+var importObjectKinds = map[string]string{"serviceimport": writtenImport, "serviceimport-status": writtenImport, "service": writtenDerived}
 
 // apply writes the derived Service first, so that a ServiceImport it creates carries the
 // Service's IPs from the start; then the ServiceImport, its slices and its status.
@@ -131,6 +141,7 @@ func (w importWriter) createDerived(ctx context.Context, si *mcsv1beta1.ServiceI
 		localWrites.WithLabelValues("service", "create", result(err)).Inc()
 		switch {
 		case err == nil:
+			w.written.objectWritten(writtenDerived, w.owner, slicewrite.Create, "", "")
 			return importplan.DerivedOutcome{Service: svc}, nil
 		case apierrors.IsInvalid(err) && importplan.IsFamilyRejection(err.Error()):
 			familyErrors = append(familyErrors, err.Error())

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,15 +57,50 @@ type writtenKey struct {
 const (
 	writtenRecord       = "record"
 	writtenExportStatus = "serviceexport-status"
+	// An import's ServiceImport (spec and status) and its derived Service, by the import's key.
+	writtenImport  = "serviceimport"
+	writtenDerived = "derived-service"
 )
 
-// writtenSlice is one write that landed. The cache is behind it while it shows the slice with
-// the resourceVersion the update replaced, lacks a created slice, or still holds a deleted one.
+// writtenSlice is what the writes of one object that landed leave the cache behind on: it is
+// behind while it lacks an object created, still shows a resourceVersion an update replaced,
+// or still holds an object deleted. Writes one sync makes to the same object in turn (a
+// ServiceImport created, then its status written) add up.
 type writtenSlice struct {
-	op       slicewrite.Op
-	replaced string    // update: the resourceVersion the update was made from
-	uid      types.UID // delete: the slice deleted
+	created  bool
+	replaced []string // resourceVersions updates were made from
+	deleted  bool
+	uid      types.UID // of the object deleted
 	at       time.Time
+}
+
+// newWrite is what one write that landed leaves behind: op, the resourceVersion an update
+// replaced, the UID a delete removed.
+func newWrite(op slicewrite.Op, replaced string, uid types.UID, at time.Time) writtenSlice {
+	rec := writtenSlice{at: at}
+	switch op {
+	case slicewrite.Create:
+		rec.created = true
+	case slicewrite.Update:
+		rec.replaced = []string{replaced}
+	case slicewrite.Delete:
+		rec.deleted, rec.uid = true, uid
+	}
+	return rec
+}
+
+// after adds an earlier write of the same object that the cache had not shown when this one
+// was made (a sync holds back on a cache behind its writes, so such a write is its own).
+func (rec writtenSlice) after(earlier writtenSlice, now time.Time) writtenSlice {
+	if now.Sub(earlier.at) > writtenExpiry {
+		return rec
+	}
+	rec.created = rec.created || earlier.created
+	rec.replaced = append(rec.replaced, earlier.replaced...)
+	if !rec.deleted {
+		rec.deleted, rec.uid = earlier.deleted, earlier.uid
+	}
+	return rec
 }
 
 func newWrittenSlices() *writtenSlices {
@@ -90,22 +126,17 @@ func (w *writtenSlices) apply(owner types.NamespacedName, changes sliceplan.Chan
 		if err != nil {
 			return
 		}
-		rec := writtenSlice{op: op, at: w.now()}
-		switch op {
-		case slicewrite.Update:
-			rec.replaced = from[s.Name]
-		case slicewrite.Delete:
-			rec.uid = uids[s.Name]
-		}
+		now := w.now()
+		rec := newWrite(op, from[s.Name], uids[s.Name], now)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.m[owner] == nil {
 			w.m[owner] = map[string]writtenSlice{}
 		}
-		if prev, ok := w.m[owner][s.Name]; ok && prev.op == slicewrite.Delete && op == slicewrite.Create {
+		if prev, ok := w.m[owner][s.Name]; ok {
 			// A delete and a create of the same name (a new address type): the cache is behind
-			// until it shows the new slice, as after any create.
-			rec.op = slicewrite.Create
+			// until it shows the new slice.
+			rec = rec.after(prev, now)
 		}
 		w.m[owner][s.Name] = rec
 	})
@@ -149,22 +180,20 @@ func (w *writtenSlices) behind(owner types.NamespacedName, cached []discoveryv1.
 // shownLagging says whether shown, the object as the cache shows it (nil: absent), is from
 // before this write, while the write is young enough to be waited for.
 func (rec writtenSlice) shownLagging(shown metav1.Object, now time.Time) bool {
-	if now.Sub(rec.at) > writtenExpiry {
+	switch {
+	case now.Sub(rec.at) > writtenExpiry:
 		return false
+	case shown == nil:
+		return rec.created
+	case rec.deleted && shown.GetUID() == rec.uid:
+		return true
 	}
-	switch rec.op {
-	case slicewrite.Create:
-		return shown == nil
-	case slicewrite.Update:
-		return shown != nil && shown.GetResourceVersion() == rec.replaced
-	case slicewrite.Delete:
-		return shown != nil && shown.GetUID() == rec.uid
-	}
-	return false
+	return slices.Contains(rec.replaced, shown.GetResourceVersion())
 }
 
 // objectWritten remembers a write of one object that landed: op, the resourceVersion an
-// update replaced, the UID a delete removed.
+// update replaced, the UID a delete removed; added to the object's earlier writes the cache
+// has not shown yet.
 func (w *writtenSlices) objectWritten(kind string, key types.NamespacedName, op slicewrite.Op, replaced string, uid types.UID) {
 	if w == nil {
 		return
@@ -182,7 +211,12 @@ func (w *writtenSlices) objectWritten(kind string, key types.NamespacedName, op 
 		}
 		w.swept = now
 	}
-	w.objects[writtenKey{kind, key}] = writtenSlice{op: op, replaced: replaced, uid: uid, at: now}
+	k := writtenKey{kind, key}
+	rec := newWrite(op, replaced, uid, now)
+	if prev, ok := w.objects[k]; ok {
+		rec = rec.after(prev, now)
+	}
+	w.objects[k] = rec
 }
 
 // objectBehind reports whether shown, the object as the cache shows it (nil: absent), lacks
