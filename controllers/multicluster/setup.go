@@ -155,6 +155,10 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 		o.Scheme = brokerScheme
 		o.Logger = w.log.WithName("broker")
 		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
+		// Every member's records and slice copies, as the member cache keeps its own objects:
+		// nothing reads who wrote which field, and an update sent without managed fields
+		// keeps the ones the broker has.
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 		o.Cache.NewInformer = gate.NewInformer
 	})
 	if err != nil {
