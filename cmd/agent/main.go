@@ -27,6 +27,7 @@ import (
 
 	"github.com/fleetslice/fleetslice/agent"
 	"github.com/fleetslice/fleetslice/agent/dataplane"
+	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
 	"github.com/fleetslice/fleetslice/pkg/version"
 )
@@ -83,6 +84,7 @@ func main() {
 		log.Error(err, "unable to load a kubeconfig")
 		os.Exit(1)
 	}
+	apiclient.ForOwnCluster(cfg)
 	// Where a node without kube-proxy finds its API server is the first thing to check when the
 	// agent never syncs: a Service IP here needs the agent's own rules to be reachable.
 	log.Info("API server", "host", cfg.Host)

@@ -61,6 +61,7 @@ func main() {
 		log.Error(err, "unable to load a kubeconfig")
 		os.Exit(1)
 	}
+	apiclient.ForOwnCluster(cfg)
 	if err := apiclient.Throttle(cfg, "member", float32(o.qps), o.burst); err != nil {
 		log.Error(err, "invalid client flags")
 		os.Exit(2)
