@@ -28,3 +28,11 @@ const PreferSameCluster = "PreferSameCluster"
 // new imports until it is gone, for a bounded time, so that each import is created once with
 // every exporting cluster rather than rewritten as each one's record arrives.
 const AnnotationPublishingSince = "fleetslice.io/publishing-exports-since"
+
+// AnnotationFirstPublicationRecords on a member's broker Lease replaces AnnotationPublishingSince
+// once that publication ended: how many records it had published by then. A peer that waited
+// for the publication goes on waiting, within the same bound, until its broker cache holds at
+// least that many records of the member: the Lease and the records reach it through different
+// watches, and a peer that saw the Lease first created imports without the member's last
+// records and wrote each one's status again as they arrived.
+const AnnotationFirstPublicationRecords = "fleetslice.io/first-publication-records"

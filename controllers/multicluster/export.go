@@ -71,57 +71,58 @@ func (r *exportReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if r.first != nil {
 		r.first.awaitFirstRenewal(ctx)
 	}
-	res, err := r.reconcile(ctx, req)
+	res, published, err := r.reconcile(ctx, req)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache) {
 		// Our cache is behind a write; the newer object's event is on its way.
 		return reconcile.Result{RequeueAfter: conflictRetryDelay}, nil
 	}
 	if err == nil && r.first != nil {
-		r.first.reconciled(req.NamespacedName)
+		r.first.reconciled(req.NamespacedName, published)
 	}
 	return res, err
 }
 
-func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// reconcile publishes one export; published says that its record is in the broker.
+func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, published bool, err error) {
 	logger := log.FromContext(ctx)
 	if r.leaving.Load() {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, false, nil
 	}
 	export := &mcsv1beta1.ServiceExport{}
 	if err := r.local.Get(ctx, req.NamespacedName, export); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, false, err
 		}
 		withdrawn, err := r.withdraw(ctx, req.NamespacedName)
 		if withdrawn {
 			logger.Info("withdrew an unexported Service from the broker", "service", req.NamespacedName)
 		}
-		return reconcile.Result{}, err
+		return reconcile.Result{}, false, err
 	}
 	if export.DeletionTimestamp != nil {
 		_, err := r.withdraw(ctx, req.NamespacedName)
-		return reconcile.Result{}, err
+		return reconcile.Result{}, false, err
 	}
 
 	service := &corev1.Service{}
 	if err := r.local.Get(ctx, req.NamespacedName, service); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, false, err
 		}
 		service = nil
 	}
 	record, err := merge.RecordFromService(r.self, export, service)
 	var invalid *merge.ExportError
 	if errors.As(err, &invalid) {
-		return reconcile.Result{}, r.handleInvalid(ctx, export, invalid)
+		return reconcile.Result{}, false, r.handleInvalid(ctx, export, invalid)
 	}
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, false, err
 	}
 
 	err = r.publish(ctx, record)
 	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errStaleCache)) {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, false, err
 	}
 	if r.outage != nil {
 		lasted := r.outage.published(req.NamespacedName, err)
@@ -135,11 +136,11 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 			// conditions (its last publication is still in the broker) and the change is
 			// retried with back-off until the failure has lasted its grace.
 			logger.V(1).Info("publishing to the broker failed; retrying", "failingFor", lasted, "reason", err.Error())
-			return reconcile.Result{}, err
+			return reconcile.Result{}, false, err
 		}
 	}
 	if err != nil {
-		return reconcile.Result{}, r.reportPublishFailure(ctx, export, err)
+		return reconcile.Result{}, false, r.reportPublishFailure(ctx, export, err)
 	}
 
 	conflict := r.conflictOf(ctx, record)
@@ -154,7 +155,7 @@ func (r *exportReconciler) reconcile(ctx context.Context, req reconcile.Request)
 	cond := conflict.Condition()
 	cond.ObservedGeneration = export.Generation
 	meta.SetStatusCondition(&status.Conditions, cond)
-	return reconcile.Result{}, r.writeStatus(ctx, export, status)
+	return reconcile.Result{}, true, r.writeStatus(ctx, export, status)
 }
 
 // reportPublishFailure says on the export, once per generation, that its publication failed

@@ -27,8 +27,13 @@ type firstExports struct {
 	since time.Time
 	// pending is nil until the exports are listed; handled holds what was reconciled before.
 	pending, handled map[types.NamespacedName]bool
-	done             bool
-	finished         chan struct{}
+	// listedKeys are the exports the first publication covers; published says, per export,
+	// whether its last reconcile left its record in the broker. Once it ends, records counts
+	// the listed ones published (-1: none were listed) and both maps are dropped.
+	listedKeys, published map[types.NamespacedName]bool
+	records               int
+	done                  bool
+	finished              chan struct{}
 	// renewed is closed when the renewer's first renewal ended: exports publish after it, so
 	// that peers see the announcement before any record it covers (awaitFirstRenewal).
 	renewed     chan struct{}
@@ -36,10 +41,10 @@ type firstExports struct {
 }
 
 func newFirstExports(reader client.Reader, bound time.Duration, log logr.Logger) *firstExports {
-	f := &firstExports{reader: reader, bound: bound, log: log, handled: map[types.NamespacedName]bool{},
+	f := &firstExports{reader: reader, bound: bound, log: log, handled: map[types.NamespacedName]bool{}, published: map[types.NamespacedName]bool{},
 		finished: make(chan struct{}), renewed: make(chan struct{})}
 	if bound <= 0 {
-		f.done = true
+		f.done, f.records = true, -1
 		close(f.finished)
 	}
 	return f
@@ -82,9 +87,10 @@ func (f *firstExports) Start(ctx context.Context) error {
 // listed starts counting down the exports that exist now.
 func (f *firstExports) listed(exports []mcsv1beta1.ServiceExport) {
 	f.mu.Lock()
-	f.pending = map[types.NamespacedName]bool{}
+	f.pending, f.listedKeys = map[types.NamespacedName]bool{}, map[types.NamespacedName]bool{}
 	for i := range exports {
 		key := client.ObjectKeyFromObject(&exports[i])
+		f.listedKeys[key] = true
 		if !f.handled[key] {
 			f.pending[key] = true
 		}
@@ -97,14 +103,15 @@ func (f *firstExports) listed(exports []mcsv1beta1.ServiceExport) {
 	}
 }
 
-// reconciled records that one export was reconciled to the end (published, found invalid,
-// or withdrawn).
-func (f *firstExports) reconciled(key types.NamespacedName) {
+// reconciled records that one export was reconciled to the end: published (its record is in
+// the broker), or found invalid or withdrawn.
+func (f *firstExports) reconciled(key types.NamespacedName, published bool) {
 	f.mu.Lock()
 	if f.done {
 		f.mu.Unlock()
 		return
 	}
+	f.published[key] = published
 	if f.pending == nil {
 		f.handled[key] = true
 		f.mu.Unlock()
@@ -140,16 +147,39 @@ func (f *firstExports) awaitFirstRenewal(ctx context.Context) {
 func (f *firstExports) finish() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.done {
-		f.done = true
-		close(f.finished)
+	if f.done {
+		return
 	}
+	f.done = true
+	f.records = -1
+	if f.listedKeys != nil {
+		f.records = 0
+		for key := range f.listedKeys {
+			if f.published[key] {
+				f.records++
+			}
+		}
+	}
+	f.listedKeys, f.published = nil, nil
+	close(f.finished)
 }
 
 func (f *firstExports) isDone() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.done
+}
+
+// publishedRecords returns, once the first publication ended, how many of the exports it
+// covered have their record in the broker; ok is false while it runs or when it covered none
+// (it never listed them).
+func (f *firstExports) publishedRecords() (n int, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done || f.records < 0 {
+		return 0, false
+	}
+	return f.records, true
 }
 
 // announcement returns the Lease annotation's value while the first publication runs; "" once

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
@@ -38,7 +41,7 @@ func TestFirstPublicationEndsWhenEveryStartingExportWasReconciled(t *testing.T) 
 		leaving: &atomic.Bool{}, log: logr.Discard(), first: f}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "web"}) // before the list
+	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "web"}, true) // before the list
 	go func() { _ = f.Start(ctx) }()
 	go func() { _ = r.Start(ctx) }()
 
@@ -59,9 +62,17 @@ func TestFirstPublicationEndsWhenEveryStartingExportWasReconciled(t *testing.T) 
 	if f.isDone() {
 		t.Fatal("done with db not reconciled")
 	}
-	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "db"})
+	f.reconciled(types.NamespacedName{Namespace: "ns", Name: "db"}, false) // invalid: no record
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, announced(false)); err != nil {
 		t.Fatalf("the announcement stayed after the last export was reconciled (the renewer renews hourly here): %v", err)
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, key, lease); err != nil {
+		t.Fatal(err)
+	}
+	// Peers count web's record before they stop waiting; db published none.
+	if got := lease.Annotations[v1alpha1.AnnotationFirstPublicationRecords]; got != "1" {
+		t.Fatalf("the Lease says the first publication published %q records, want 1", got)
 	}
 }
 
@@ -138,4 +149,44 @@ func TestExportsGoAheadWhenTheFirstPublicationEnds(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("an export waited past the end of the first publication")
 	}
+}
+
+// A peer's Lease can say its first publication ended before this member's broker cache holds
+// the last records it published (a different watch): new imports go on waiting for it until
+// the cache holds as many of its records as the Lease says, so none is created without them.
+func TestPeersWaitForTheRecordsAFirstPublicationSaysItPublished(t *testing.T) {
+	ctx := context.Background()
+	lease := func(cluster string, annotations map[string]string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "broker", Name: liveness.LeaseName(cluster),
+				Labels: map[string]string{v1alpha1.LabelSourceCluster: cluster}, Annotations: annotations},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: time.Now()}, LeaseDurationSeconds: ptr.To(int32(30))},
+		}
+	}
+	record := func(name string) *v1alpha1.ServiceExportRecord {
+		return &v1alpha1.ServiceExportRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "broker", Name: name,
+			Labels: map[string]string{v1alpha1.LabelSourceCluster: "b"}}}
+	}
+	m := newMembership("a", "broker", 30*time.Second, nil)
+	m.initialWait = time.Minute
+	judge := func(step string, wantWaiting bool, objs ...client.Object) reconcile.Result {
+		t.Helper()
+		m.reader = brokerFake(t, nil, objs...)
+		res, err := m.Reconcile(ctx, membershipKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(m.Publishing(), "b"); got != wantWaiting {
+			t.Fatalf("%s: waiting for b %v, want %v", step, got, wantWaiting)
+		}
+		return res
+	}
+	judge("b publishes", true, lease("a", nil), lease("b", map[string]string{v1alpha1.AnnotationPublishingSince: "2026-12-07T00:00:00Z"}), record("b.1"))
+	done := lease("b", map[string]string{v1alpha1.AnnotationFirstPublicationRecords: "2"})
+	res := judge("b is done, one of its two records cached", true, lease("a", nil), done, record("b.1"))
+	if res.RequeueAfter <= 0 || res.RequeueAfter > recordsCatchUpPoll {
+		t.Fatalf("requeued after %s: records come without a Lease event, so the count must be looked at again soon", res.RequeueAfter)
+	}
+	judge("both cached", false, lease("a", nil), done, record("b.1"), record("b.2"))
+	judge("a member not waited for is not counted", false, lease("a", nil), lease("b", map[string]string{v1alpha1.AnnotationFirstPublicationRecords: "5"}))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -209,24 +210,37 @@ func Leave(ctx context.Context, brokerClient client.Client, namespace, cluster s
 	return errors.Join(errs...)
 }
 
-// announce sets or removes the first publication's announcement on a Lease's annotations.
+// announce sets the first publication's announcement on a Lease's annotations while it runs,
+// and once it ended how many records it published.
 func (r *leaseRenewer) announce(annotations map[string]string) map[string]string {
-	value := ""
+	want := map[string]string{}
 	if r.first != nil {
-		value = r.first.announcement()
-	}
-	if value == "" {
-		if _, ok := annotations[v1alpha1.AnnotationPublishingSince]; !ok {
-			return annotations
+		if since := r.first.announcement(); since != "" {
+			want[v1alpha1.AnnotationPublishingSince] = since
+		} else if n, ok := r.first.publishedRecords(); ok {
+			want[v1alpha1.AnnotationFirstPublicationRecords] = strconv.Itoa(n)
 		}
-		annotations = maps.Clone(annotations)
-		delete(annotations, v1alpha1.AnnotationPublishingSince)
+	}
+	changed := false
+	for _, key := range []string{v1alpha1.AnnotationPublishingSince, v1alpha1.AnnotationFirstPublicationRecords} {
+		have, ok := annotations[key]
+		if value, wanted := want[key]; ok != wanted || have != value {
+			changed = true
+		}
+	}
+	if !changed {
 		return annotations
 	}
 	annotations = maps.Clone(annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[v1alpha1.AnnotationPublishingSince] = value
+	for _, key := range []string{v1alpha1.AnnotationPublishingSince, v1alpha1.AnnotationFirstPublicationRecords} {
+		if value, wanted := want[key]; wanted {
+			annotations[key] = value
+		} else {
+			delete(annotations, key)
+		}
+	}
 	return annotations
 }

@@ -2,7 +2,9 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -86,10 +88,26 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	leases := make([]liveness.Lease, 0, len(list.Items))
 	announced := map[string]string{}
+	m.mu.RLock()
+	waited := m.starts
+	m.mu.RUnlock()
+	catchingUp := false
 	for i := range list.Items {
-		if l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration); ok {
-			leases = append(leases, l)
-			announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
+		l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration)
+		if !ok {
+			continue
+		}
+		leases = append(leases, l)
+		announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
+		if start, ok := waited[l.Cluster]; ok && announced[l.Cluster] == "" {
+			behind, err := m.recordsBehind(ctx, &list.Items[i], l.Cluster)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if behind {
+				// Still the same start, and still bounded from when it was first seen.
+				announced[l.Cluster], catchingUp = start.Since, true
+			}
 		}
 	}
 	now := time.Now()
@@ -108,6 +126,10 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if !deadline.IsZero() {
 		// The wait ends on this member's clock, not with a Lease event: look again then.
 		result.RequeueAfter = deadline.Sub(now)
+	}
+	if catchingUp && (result.RequeueAfter == 0 || result.RequeueAfter > recordsCatchUpPoll) {
+		// Records arrive without a Lease event: count them again shortly.
+		result.RequeueAfter = recordsCatchUpPoll
 	}
 	if finished := finishedStarts(waitedBefore, waiting); len(finished) > 0 {
 		logger.Info("members published their first exports, or were waited for long enough; imports held back for them go ahead",
@@ -156,6 +178,26 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 	}
 	return result, nil
+}
+
+// recordsCatchUpPoll is how often the broker cache is counted while a member's first
+// publication has ended and its last records are still on their way.
+const recordsCatchUpPoll = 200 * time.Millisecond
+
+// recordsBehind says whether a member whose first publication ended, by its Lease, has
+// published more records than this member's broker cache holds of it yet.
+func (m *membership) recordsBehind(ctx context.Context, lease *coordinationv1.Lease, cluster string) (bool, error) {
+	published, err := strconv.Atoi(lease.Annotations[v1alpha1.AnnotationFirstPublicationRecords])
+	if err != nil || published <= 0 {
+		// None said (a member of an older version), or nothing to wait for.
+		return false, nil
+	}
+	records := &v1alpha1.ServiceExportRecordList{}
+	if err := m.reader.List(ctx, records, client.InNamespace(m.namespace),
+		client.MatchingFields{indexBrokerCluster: cluster}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("counting %s's records: %w", cluster, err)
+	}
+	return len(records.Items) < published, nil
 }
 
 // finishedStarts returns the clusters waited for before and not any more.
