@@ -146,6 +146,7 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 		return err
 	}
 	benchBefore := localset.CPUTime(os.Getpid())
+	busy := sampleBusy(ctx)
 	began := time.Now()
 	if err := f.set.StartManagers(); err != nil {
 		return err
@@ -158,6 +159,7 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 		return err
 	}
 	f.res.Bulk = time.Since(began)
+	f.logf("bulk start: the machine's CPUs were busy %s", busy.finish())
 	if err := profile.finish(ctx); err != nil {
 		return err
 	}
@@ -405,6 +407,7 @@ func (f *fleet) join(ctx context.Context) error {
 		return err
 	}
 	managersBefore, benchBefore := f.managersCPU(), localset.CPUTime(os.Getpid())
+	busy := sampleBusy(ctx)
 	began := time.Now()
 	if err := f.set.StartManagers(id); err != nil {
 		return err
@@ -422,6 +425,7 @@ func (f *fleet) join(ctx context.Context) error {
 		return err
 	}
 	f.res.Join = time.Since(began)
+	f.logf("join: the machine's CPUs were busy %s", busy.finish())
 	if err := profile.finish(ctx); err != nil {
 		return err
 	}

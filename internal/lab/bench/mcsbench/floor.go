@@ -100,9 +100,11 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 	if err != nil {
 		return 0, 0, err
 	}
+	busy := sampleBusy(ctx)
 	if took, err = runAll(ctx, clients, jobs); err != nil {
 		return 0, 0, err
 	}
+	f.logf("%s: the machine's CPUs were busy %s", namespace, busy.finish())
 	if err := profile.finish(ctx); err != nil {
 		return 0, 0, err
 	}
