@@ -58,8 +58,8 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 	writes := bench.Table{
 		Caption: "Writes during the bulk start, counted at each API server, per exported Service",
 		Header: []string{"Members x exported Services", "Where", "Writes",
-			"Per imported Service (members) or export (broker), the API server's own Events left out", "Per own export (its status)", "Lease renewals",
-			"The API server's own Events (not per import)", "By resource and verb, per Service"},
+			"Per imported Service (members) or export (broker), the API server's own writes left out", "Per own export (its status)", "Lease renewals",
+			"The API server's own writes (not per import): its controllers' Events / its allocator's refused IPAddress creates", "By resource and verb, per Service"},
 	}
 	var checks []bench.Check
 	for _, r := range runs {
@@ -94,7 +94,8 @@ func fleetTables(runs []*fleetResult) ([]bench.Table, []bench.Check) {
 				own = fmt.Sprintf("%.2f", twoDecimals(float64(exports)/float64(per)))
 			}
 			writes.Rows = append(writes.Rows, []string{size, where, strconv.Itoa(w.Total()),
-				fmt.Sprintf("%.2f", twoDecimals(float64(imports)/float64(per))), own, strconv.Itoa(leases), strconv.Itoa(r.othersEvents(i)), perExport(w, per)})
+				fmt.Sprintf("%.2f", twoDecimals(float64(imports)/float64(per))), own, strconv.Itoa(leases),
+				fmt.Sprintf("%d / %d", r.othersEvents(i), r.refusedAllocations(i)), perExport(w, per)})
 		}
 		checks = append(checks, fleetChecks(r)...)
 	}
@@ -116,11 +117,19 @@ func (r *fleetResult) othersEvents(i int) int {
 	return 0
 }
 
+// refusedAllocations is how many IPAddress creates cluster i's API server refused with 409 in
+// the bulk start: its own allocator's, which creates a Service's IPAddress and tries another
+// address when two allocations raced for one. fleetslice creates the Service once either way.
+func (r *fleetResult) refusedAllocations(i int) int {
+	return r.BulkWrites[i].Conflicts[apimetrics.Write{Resource: "ipaddresses", Verb: "create"}]
+}
+
 // ourWrites is splitWrites of cluster i's bulk-start writes (broker first), the API server's
-// own Events left out of its imports: what the table shows and the check holds.
+// own writes (its controllers' Events, its allocator's refused IPAddress creates) left out of
+// its imports: what the table shows and the check holds.
 func (r *fleetResult) ourWrites(i int) (imports, exports, leases int) {
 	imports, exports, leases = splitWrites(r.BulkWrites[i])
-	return imports - r.othersEvents(i), exports, leases
+	return imports - r.othersEvents(i) - r.refusedAllocations(i), exports, leases
 }
 
 // splitWrites parts a cluster's writes into what its imports (or, on the broker, its peers'
@@ -141,8 +150,9 @@ func splitWrites(w apimetrics.Writes) (imports, exports, leases int) {
 
 // writesCheck holds each member to one slice per exporter and importWritesBesidesSlices per
 // imported Service and one status write per own export, every request counted (retries refused
-// with 409 included; the Events of the API server's own controllers, such as its ClusterIP
-// repairs, left out), as the table shows them: to two decimals.
+// with 409 included; the API server's own writes, its controllers' Events such as its ClusterIP
+// repairs and its allocator's refused IPAddress creates, left out), as the table shows them: to
+// two decimals.
 func writesCheck(r *fleetResult, size string) bench.Check {
 	bound := float64(r.Members + importWritesBesidesSlices)
 	c := bench.Check{Name: fmt.Sprintf("%s: each member writes at most %.0f times per imported Service and once per own export's status", size, bound)}

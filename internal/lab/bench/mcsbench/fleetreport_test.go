@@ -29,15 +29,20 @@ func TestWritesCheckHoldsEveryMemberToItsImportsAndExports(t *testing.T) {
 	tests := []struct {
 		name string
 		add  map[int]apimetrics.Write // member index -> one more write of this kind per Service
-		// others are Event writes by the API server's own controllers, per member.
-		others map[int]int
-		want   string
+		// others are Event writes by the API server's own controllers, per member; refused
+		// its allocator's IPAddress creates refused with 409.
+		others, refused map[int]int
+		// addRefused has the API server refuse the added writes with 409.
+		addRefused bool
+		want       string
 	}{
 		{name: "the least"},
 		{name: "a second ServiceImport write", add: map[int]apimetrics.Write{1: {Resource: "serviceimports", Verb: "update"}}, want: "member-01 8.00 per import"},
 		{name: "an Event per import", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, want: "member-02 8.00 per import"},
 		{name: "the API server's own Events", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, others: map[int]int{2: services}},
 		{name: "ours beside the API server's", add: map[int]apimetrics.Write{2: {Resource: "events", Verb: "create"}}, others: map[int]int{2: services / 2}, want: "member-02 7.50 per import"},
+		{name: "the API server's allocator retrying an address", refused: map[int]int{1: services / 10}},
+		{name: "fleetslice's refused writes count", add: map[int]apimetrics.Write{1: {Resource: "serviceimports/status", Verb: "update"}}, addRefused: true, want: "member-01 8.00 per import"},
 		{name: "export status twice", add: map[int]apimetrics.Write{0: {Resource: "serviceexports/status", Verb: "update"}}, want: "member-00 2.00 per export"},
 	}
 	for _, tc := range tests {
@@ -46,8 +51,17 @@ func TestWritesCheckHoldsEveryMemberToItsImportsAndExports(t *testing.T) {
 			for m := range 3 {
 				r.OthersEvents = append(r.OthersEvents, tc.others[m])
 				w := memberBulkWrites(services)
+				w.Conflicts = map[apimetrics.Write]int{}
 				if extra, ok := tc.add[m]; ok {
 					w.Served[extra] += services
+					if tc.addRefused {
+						w.Conflicts[extra] += services
+					}
+				}
+				if n := tc.refused[m]; n > 0 {
+					ip := apimetrics.Write{Resource: "ipaddresses", Verb: "create"}
+					w.Served[ip] += n
+					w.Conflicts[ip] += n
 				}
 				r.BulkWrites = append(r.BulkWrites, w)
 			}
