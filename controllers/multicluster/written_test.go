@@ -324,7 +324,6 @@ func localFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) cl
 // cache shows the imported-slice writes it just made (here the deletes of an import nobody
 // exports any more) writes nothing, where it would delete the same slices a second time.
 func TestImportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
-	ctx := context.Background()
 	imported := builders.MakeEndpointSlice("shop", "web-east-1").UID("u1").
 		Label(discoveryv1.LabelManagedBy, sliceplan.ManagedBy).Label(mcsv1beta1.LabelServiceName, "web").Obj()
 	local := &cachedBroker{caches: func(t *testing.T, objs ...client.Object) client.WithWatch { return localFake(t, nil, objs...) }}
@@ -335,22 +334,28 @@ func TestImportWritesNothingFromACacheBehindItsOwnWrites(t *testing.T) {
 		written: newWrittenSlices()}
 	key := types.NamespacedName{Namespace: "shop", Name: "web"}
 
-	reconcile := func(step string, wantWrites int, wantErr error) {
-		t.Helper()
-		before := len(local.writes)
-		if err := r.reconcile(ctx, key); !errors.Is(err, wantErr) {
-			t.Fatalf("%s: reconcile returned %v, want %v", step, err, wantErr)
-		}
-		if got := local.writes[before:]; len(got) != wantWrites {
-			t.Fatalf("%s: wrote %v, want %d writes", step, got, wantWrites)
-		}
-	}
+	reconcile := importSteps(t, r, local, key)
 	reconcile("nobody exports web: its imported slice goes", 1, nil)
 	reconcile("again before the cache shows the delete", 0, errStaleCache)
 	local.catchUp(t)
 	reconcile("the cache caught up, nothing left", 0, nil)
 	if n := len(r.written.m); n != 0 {
 		t.Fatalf("%d imports' writes still remembered once the cache shows them all", n)
+	}
+}
+
+// importSteps returns one import sync of key as a test step: it checks the sync's error and how
+// many writes it sent local's API server.
+func importSteps(t *testing.T, r *importReconciler, local *cachedBroker, key types.NamespacedName) func(step string, wantWrites int, wantErr error) {
+	return func(step string, wantWrites int, wantErr error) {
+		t.Helper()
+		before := len(local.writes)
+		if err := r.reconcile(context.Background(), key); !errors.Is(err, wantErr) {
+			t.Fatalf("%s: reconcile returned %v, want %v", step, err, wantErr)
+		}
+		if got := local.writes[before:]; len(got) != wantWrites {
+			t.Fatalf("%s: wrote %v, want %d writes", step, got, wantWrites)
+		}
 	}
 }
 
@@ -389,16 +394,7 @@ func TestImportWritesNothingWhileTheCacheLacksItsServiceImport(t *testing.T) {
 		written: newWrittenSlices()}
 	key := types.NamespacedName{Namespace: "shop", Name: "web"}
 
-	reconcile := func(step string, wantWrites int, wantErr error) {
-		t.Helper()
-		before := len(local.writes)
-		if err := r.reconcile(ctx, key); !errors.Is(err, wantErr) {
-			t.Fatalf("%s: reconcile returned %v, want %v", step, err, wantErr)
-		}
-		if got := local.writes[before:]; len(got) != wantWrites {
-			t.Fatalf("%s: wrote %v, want %d writes", step, got, wantWrites)
-		}
-	}
+	reconcile := importSteps(t, r, local, key)
 	reconcile("web imported", 4, nil)
 	reconcile("again before the cache shows any of it", 0, errStaleCache)
 	local.catchUpWith(t, &discoveryv1.EndpointSliceList{}, &corev1.ServiceList{})

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -137,7 +136,7 @@ func (s *Set) StartManagers(ids ...string) error {
 			args = append(args, "--cluster-lease-duration", s.opts.Lease.String())
 		}
 		if s.opts.Pprof {
-			addr, err := freeLoopbackAddress()
+			addr, err := localset.FreeLoopbackAddress()
 			if err != nil {
 				return err
 			}
@@ -171,17 +170,6 @@ func (s *Set) PprofAddress(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pprof[id]
-}
-
-// freeLoopbackAddress is a loopback port nothing listens on now; the manager binds it a moment
-// later, which is good enough for a measurement run.
-func freeLoopbackAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // ManagerPIDs are the running managers' process ids by member.

@@ -164,3 +164,15 @@ func portFree(port uint32) bool {
 	}
 	return true
 }
+
+// FreeLoopbackAddress is a loopback address whose port nothing listens on right now, for a
+// process started a moment later (a manager's metrics or pprof endpoint in a measurement run);
+// another process may take it first, which a measurement run can afford.
+func FreeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

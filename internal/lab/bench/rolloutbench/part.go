@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -199,7 +198,7 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	defer func() {
 		err = errors.Join(err, localset.Down(context.WithoutCancel(ctx), cs.Workdir, env.Log))
 	}()
-	metricsAddr, err := freeLoopbackAddress()
+	metricsAddr, err := localset.FreeLoopbackAddress()
 	if err != nil {
 		return res, err
 	}
@@ -238,17 +237,6 @@ func (o *partOptions) runSetting(ctx context.Context, env bench.Env, sz sizes, s
 	}
 	res.sides = cmp.Sides
 	return res, err
-}
-
-// freeLoopbackAddress returns a loopback address with a port free right now, for the manager's
-// metrics endpoint.
-func freeLoopbackAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // memory is each process's resident set after the rollout and at the larger scale.
