@@ -82,33 +82,9 @@ func (m *membership) subscribe() chan event.GenericEvent {
 // Reconcile judges every member Lease in the broker cache.
 func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
-	list := &coordinationv1.LeaseList{}
-	if err := m.reader.List(ctx, list, client.InNamespace(m.namespace)); err != nil {
+	leases, announced, catchingUp, err := m.readLeases(ctx)
+	if err != nil {
 		return reconcile.Result{}, err
-	}
-	leases := make([]liveness.Lease, 0, len(list.Items))
-	announced := map[string]string{}
-	m.mu.RLock()
-	waited := m.starts
-	m.mu.RUnlock()
-	catchingUp := false
-	for i := range list.Items {
-		l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration)
-		if !ok {
-			continue
-		}
-		leases = append(leases, l)
-		announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
-		if start, ok := waited[l.Cluster]; ok && announced[l.Cluster] == "" {
-			behind, err := m.recordsBehind(ctx, &list.Items[i], l.Cluster)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			if behind {
-				// Still the same start, and still bounded from when it was first seen.
-				announced[l.Cluster], catchingUp = start.Since, true
-			}
-		}
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -178,6 +154,39 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 	}
 	return result, nil
+}
+
+// readLeases reads every member Lease in the broker cache, with each member's first
+// publication announcement. A member this one waited for whose Lease says it is done, but
+// whose records are not all in the cache yet, stays announced (catchingUp).
+func (m *membership) readLeases(ctx context.Context) (leases []liveness.Lease, announced map[string]string, catchingUp bool, err error) {
+	list := &coordinationv1.LeaseList{}
+	if err := m.reader.List(ctx, list, client.InNamespace(m.namespace)); err != nil {
+		return nil, nil, false, err
+	}
+	m.mu.RLock()
+	waited := m.starts
+	m.mu.RUnlock()
+	announced = map[string]string{}
+	for i := range list.Items {
+		l, ok := liveness.FromLease(&list.Items[i], m.defaultDuration)
+		if !ok {
+			continue
+		}
+		leases = append(leases, l)
+		announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
+		if start, ok := waited[l.Cluster]; ok && announced[l.Cluster] == "" {
+			behind, err := m.recordsBehind(ctx, &list.Items[i], l.Cluster)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			if behind {
+				// Still the same start, and still bounded from when it was first seen.
+				announced[l.Cluster], catchingUp = start.Since, true
+			}
+		}
+	}
+	return leases, announced, catchingUp, nil
 }
 
 // recordsCatchUpPoll is how often the broker cache is counted while a member's first
