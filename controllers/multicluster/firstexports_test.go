@@ -189,4 +189,11 @@ func TestPeersWaitForTheRecordsAFirstPublicationSaysItPublished(t *testing.T) {
 	}
 	judge("both cached", false, lease("a", nil), done, record("b.1"), record("b.2"))
 	judge("a member not waited for is not counted", false, lease("a", nil), lease("b", map[string]string{v1alpha1.AnnotationFirstPublicationRecords: "5"}))
+
+	judge("b starts again", true, lease("a", nil), lease("b", map[string]string{v1alpha1.AnnotationPublishingSince: "2026-12-07T01:00:00Z"}))
+	m.initialWait = time.Millisecond
+	time.Sleep(10 * time.Millisecond)
+	if res := judge("done, a record short, past the bound", false, lease("a", nil), done, record("b.1")); res.RequeueAfter != 0 {
+		t.Fatalf("requeued after %s past the bound: a count never reached must not keep the controller polling", res.RequeueAfter)
+	}
 }

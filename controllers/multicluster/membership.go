@@ -175,7 +175,9 @@ func (m *membership) readLeases(ctx context.Context) (leases []liveness.Lease, a
 		}
 		leases = append(leases, l)
 		announced[l.Cluster] = liveness.PublishingSince(&list.Items[i])
-		if start, ok := waited[l.Cluster]; ok && announced[l.Cluster] == "" {
+		// Within the bound only: a count never reached (an export deleted meanwhile) neither
+		// holds imports back nor keeps this controller polling past it.
+		if start, ok := waited[l.Cluster]; ok && announced[l.Cluster] == "" && time.Since(start.Seen) < m.initialWait {
 			behind, err := m.recordsBehind(ctx, &list.Items[i], l.Cluster)
 			if err != nil {
 				return nil, nil, false, err
