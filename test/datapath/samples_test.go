@@ -180,8 +180,9 @@ var _ = Describe("the samples of `make run`", Ordered, func() {
 		c := memberClient(clusterSet.Members[0])
 		d := &appsv1.Deployment{}
 		Expect(c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "client"}, d)).To(Succeed())
+		before := d.DeepCopy()
 		d.Spec.Replicas = ptr.To[int32](2)
-		Expect(c.Update(ctx, d)).To(Succeed())
+		Expect(c.Patch(ctx, d, client.MergeFrom(before))).To(Succeed(), "a patch: the Deployment controller writes status meanwhile")
 		Eventually(func(g Gomega) {
 			g.Expect(c.Get(ctx, types.NamespacedName{Namespace: "demo", Name: "client"}, d)).To(Succeed())
 			g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(2))

@@ -52,9 +52,12 @@ var _ = Describe("EndpointSlices on a simulated cluster", func() {
 		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 		By("rolling out a new template with maxSurge 25%")
+		// A patch, not an update: the Deployment controller keeps writing status, and an update
+		// from an older read would be refused with a conflict.
 		Expect(c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
+		before := deploy.DeepCopy()
 		deploy.Spec.Template.Annotations = map[string]string{"rollout": "2"}
-		Expect(c.Update(ctx, deploy)).To(Succeed())
+		Expect(c.Patch(ctx, deploy, client.MergeFrom(before))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 			g.Expect(deploy.Status.UpdatedReplicas).To(Equal(int32(300)))
