@@ -257,5 +257,9 @@ func fleetNote(lease time.Duration, managerArgs []string) string {
 		"the set write, in a namespace of their own: for the bulk start every export's broker record and slice copy, "+
 		"every import (derived Service, ServiceImport and its status, one slice per exporter) and every export's "+
 		"status; for the join the newcomer's records, copies and imports, and in each peer its imported slice and "+
-		"one status update of each existing ServiceImport (the newcomer's exports keep the status they had).", flags, lease)
+		"one status update of each existing ServiceImport (the newcomer's exports keep the status they had; the "+
+		"peers' imports of each other are written untimed first). The floors' objects are made by fleetslice's own "+
+		"builders (record, slice copy, import plan) from the workload as the API servers hold it, so they carry "+
+		"the labels, owner references and conditions fleetslice's objects carry; a test holds them to the same "+
+		"fields and sizes as a converged set's.", flags, lease)
 }

@@ -3,8 +3,6 @@ package mcsbench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -84,13 +82,9 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 	if err != nil {
 		return 0, 0, err
 	}
-	existing, err := f.floorExisting(ctx, clients[1:], namespace, work)
+	jobs, err := f.floorJobs(ctx, clients, namespace, work)
 	if err != nil {
 		return 0, 0, err
-	}
-	jobs := [][]floorJob{f.brokerFloorJobs(namespace, work)}
-	for m := range f.set.Members {
-		jobs = append(jobs, f.memberFloorJobs(namespace, work, m, existing[m]))
 	}
 	cpuBefore, err := f.controlPlanesCPU()
 	if err != nil {
@@ -148,52 +142,6 @@ func runAll(ctx context.Context, clients []client.Client, jobs [][]floorJob) (ti
 	return time.Since(began), errors.Join(errs...)
 }
 
-// floorObjects are what a member holds before a phase begins and the phase writes the status
-// of: the user's ServiceExports, and a rejoining member's peers' ServiceImports.
-type floorObjects struct {
-	exports []*mcsv1beta1.ServiceExport
-	imports []*mcsv1beta1.ServiceImport
-}
-
-// floorExisting creates, untimed, the objects whose status the floor writes.
-func (f *fleet) floorExisting(ctx context.Context, members []client.Client, namespace string, work floorWork) ([]floorObjects, error) {
-	out := make([]floorObjects, len(members))
-	for m, c := range members {
-		for i := range f.o.services {
-			if work.exportStatus[m] {
-				e := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fleetService(i)}}
-				if err := c.Create(ctx, e); err != nil {
-					return nil, err
-				}
-				out[m].exports = append(out[m].exports, e)
-			}
-			if work.importsExist[m] {
-				si := floorImport(namespace, fleetService(i), nil)
-				if err := c.Create(ctx, si); err != nil {
-					return nil, err
-				}
-				for e := range f.set.Members {
-					if !slices.Contains(work.exporters[m], e) {
-						si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
-					}
-				}
-				if err := c.Status().Update(ctx, si); err != nil {
-					return nil, err
-				}
-				out[m].imports = append(out[m].imports, si)
-			}
-		}
-	}
-	return out, nil
-}
-
-// floorImport is a ServiceImport as fleetslice creates it, with the derived Service's IPs.
-func floorImport(namespace, name string, ips []string) *mcsv1beta1.ServiceImport {
-	return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: ips,
-			Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}}
-}
-
 type floorJob func(ctx context.Context, c client.Client) error
 
 func runJobs(ctx context.Context, c client.Client, jobs []floorJob) error {
@@ -215,95 +163,6 @@ func runJobs(ctx context.Context, c client.Client, jobs []floorJob) error {
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// memberFloorJobs are member m's writes: per Service the derived Service, the ServiceImport and
-// its status (or, where the import exists, its status naming the new exporters), one imported
-// slice per exporter, and its own export's status.
-func (f *fleet) memberFloorJobs(namespace string, work floorWork, m int, existing floorObjects) []floorJob {
-	var jobs []floorJob
-	for i := range f.o.services {
-		name := fleetService(i)
-		if !work.importsExist[m] {
-			jobs = append(jobs, f.importFloorJob(namespace, work.exporters[m], name))
-		} else {
-			si := existing.imports[i]
-			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
-				for _, e := range work.exporters[m] {
-					si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
-				}
-				return c.Status().Update(ctx, si)
-			})
-		}
-		for _, e := range work.exporters[m] {
-			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
-				s := fleetSlice(name, memberAddress(e, i, 0))
-				s.Namespace, s.Name = namespace, fmt.Sprintf("%s-%s", name, f.set.IDs[e])
-				return c.Create(ctx, s)
-			})
-		}
-		if work.exportStatus[m] {
-			export := existing.exports[i]
-			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
-				export.Status.Conditions = []metav1.Condition{
-					{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", LastTransitionTime: metav1.Now()},
-					{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Exported", LastTransitionTime: metav1.Now()},
-					{Type: "Conflict", Status: metav1.ConditionFalse, Reason: "NoConflicts", LastTransitionTime: metav1.Now()},
-				}
-				return c.Status().Update(ctx, export)
-			})
-		}
-	}
-	return jobs
-}
-
-// importFloorJob writes one import: the derived Service, then the ServiceImport with its IPs,
-// then its status naming the exporters.
-func (f *fleet) importFloorJob(namespace string, exporters []int, name string) floorJob {
-	return func(ctx context.Context, c client.Client) error {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "derived-" + name},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-		if err := c.Create(ctx, svc); err != nil {
-			return err
-		}
-		si := floorImport(namespace, name, svc.Spec.ClusterIPs)
-		if err := c.Create(ctx, si); err != nil {
-			return err
-		}
-		for _, e := range exporters {
-			si.Status.Clusters = append(si.Status.Clusters, mcsv1beta1.ClusterStatus{Cluster: f.set.IDs[e]})
-		}
-		return c.Status().Update(ctx, si)
-	}
-}
-
-// brokerFloorJobs are the broker's writes: every exporter's record and slice copy per Service.
-func (f *fleet) brokerFloorJobs(namespace string, work floorWork) []floorJob {
-	var jobs []floorJob
-	for m, publishing := range work.publishing {
-		if !publishing {
-			continue
-		}
-		id := f.set.IDs[m]
-		for i := range f.o.services {
-			name := fleetService(i)
-			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
-				record := &v1alpha1.ServiceExportRecord{
-					ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: id + "." + name},
-					Spec: v1alpha1.ServiceExportRecordSpec{ClusterID: id, ServiceNamespace: fleetNamespace, ServiceName: name,
-						Type: mcsv1beta1.ClusterSetIP, ExportCreationTimestamp: metav1.Now(),
-						Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
-				}
-				if err := c.Create(ctx, record); err != nil {
-					return err
-				}
-				s := fleetSlice(name, memberAddress(m, i, 0))
-				s.Namespace, s.Name = namespace, id+"."+name
-				return c.Create(ctx, s)
-			})
-		}
-	}
-	return jobs
 }
 
 // cleanFloor deletes what the floor wrote; light members run no namespace controller, so each

@@ -2,6 +2,7 @@ package mcsbench
 
 import (
 	"context"
+	"io"
 	"maps"
 	"testing"
 
@@ -68,25 +69,24 @@ func newCountingClient(t *testing.T) *countingClient {
 // writes each was sent, after the untimed objects the phase starts from.
 func floorWrites(t *testing.T, members, services int, work floorWork) []map[apimetrics.Write]int {
 	t.Helper()
-	f := &fleet{o: fleetOptions{members: members, services: services}, set: &lightset.Set{}}
-	for m := range members {
-		f.set.IDs = append(f.set.IDs, lightset.MemberID(m))
-		f.set.Members = append(f.set.Members, nil)
-	}
+	f := &fleet{o: fleetOptions{members: members, services: services, log: io.Discard}, set: &lightset.Set{}}
 	var clients []*countingClient
 	var asClients []client.Client
-	for range members + 1 {
+	for m := range members + 1 {
 		c := newCountingClient(t)
 		clients, asClients = append(clients, c), append(asClients, c)
+		if m > 0 {
+			f.set.IDs = append(f.set.IDs, lightset.MemberID(m-1))
+			f.set.Members = append(f.set.Members, &testenv.Cluster{Client: c})
+		}
 	}
 	ctx := context.Background()
-	existing, err := f.floorExisting(ctx, asClients[1:], "floor", work)
-	if err != nil {
+	if err := f.populate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	jobs := [][]floorJob{f.brokerFloorJobs("floor", work)}
-	for m := range members {
-		jobs = append(jobs, f.memberFloorJobs("floor", work, m, existing[m]))
+	jobs, err := f.floorJobs(ctx, asClients, "floor", work)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range clients {
 		c.counting = true
