@@ -188,7 +188,7 @@ func (r *exportReconciler) reportPublishFailure(ctx context.Context, export *mcs
 func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) merge.ClusterConflict {
 	records := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace),
-		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}); err != nil {
+		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}, readOnly); err != nil {
 		log.FromContext(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
 	}
 	specs := []merge.Record{own}
@@ -313,7 +313,7 @@ func (r *exportReconciler) publish(ctx context.Context, record merge.Record) err
 	defer cancel()
 	local := &discoveryv1.EndpointSliceList{}
 	if err := r.local.List(ctx, local, client.InNamespace(record.ServiceNamespace),
-		client.MatchingFields{indexLocalSource: record.ServiceName}); err != nil {
+		client.MatchingFields{indexLocalSource: record.ServiceName}, readOnly); err != nil {
 		return err
 	}
 	sources := sliceplan.SourceSlices(record.ServiceName, local.Items)
@@ -381,7 +381,7 @@ func (r *exportReconciler) ownCopies(ctx context.Context, namespace, name string
 	// The index narrows the list to this Service's copies of every member (a label selector alone
 	// walks the whole broker cache, which made each export reconcile cost O(ClusterSet)).
 	err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace),
-		client.MatchingFields{indexBrokerService: serviceKey(namespace, name)}, client.MatchingLabels(names.RecordLabels(r.self, namespace, name)))
+		client.MatchingFields{indexBrokerService: serviceKey(namespace, name)}, client.MatchingLabels(names.RecordLabels(r.self, namespace, name)), readOnly)
 	return list.Items, err
 }
 

@@ -1,14 +1,17 @@
 package importplan
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -288,4 +291,77 @@ func TestPlanPublishesTheAllocationWithTheDerivedService(t *testing.T) {
 	if plan.Derived.Update == nil || plan.Derived.Update.Annotations[allocation.Annotation] != "" {
 		t.Fatalf("preference dropped: update %+v, want the annotation removed", plan.Derived.Update)
 	}
+}
+
+// The import reconciler hands Plan the cache's own objects, uncopied (its lists read with
+// client.UnsafeDisableDeepCopy): planning and concluding a sync must leave every input as it
+// found it, or the next sync of any Service would read what this one scribbled.
+func TestPlanLeavesItsInputAsItFoundIt(t *testing.T) {
+	lapsed := func(in Input) Input { in.Live = map[string]bool{"a": true}; return in }
+	teardown := func(in Input) Input { in.Records = nil; return in }
+	refamilied := func(in Input) Input {
+		for i := range in.Records {
+			in.Records[i].IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+			in.Records[i].Type = mcsv1beta1.Headless
+		}
+		return in
+	}
+	preferring := func(in Input) Input {
+		for i := range in.Records {
+			in.Records[i].ClusterTrafficDistribution = ptr.To(v1alpha1.PreferSameCluster)
+		}
+		return in
+	}
+	changed := func(in Input) Input {
+		in.Sources = []sliceplan.Source{source("a", 3, "z2"), source("b", 1, "z1")}
+		return in
+	}
+	for name, build := range map[string]func() Input{
+		"new":                     input,
+		"converged":               func() Input { return converged(t, input()) },
+		"an exporter lapsed":      func() Input { return lapsed(converged(t, input())) },
+		"torn down":               func() Input { return teardown(converged(t, input())) },
+		"families and type moved": func() Input { return refamilied(converged(t, input())) },
+		"same-cluster preference": func() Input { return preferring(converged(t, preferring(input()))) },
+		"endpoints changed":       func() Input { return changed(converged(t, input())) },
+		"tiered selection":        tieredInput,
+		"tiered, converged":       func() Input { return converged(t, tieredInput()) },
+	} {
+		in := build()
+		untouched := copyInput(in)
+		plan := Plan(in)
+		if si := in.Import; si != nil {
+			out := DerivedOutcome{Service: in.Derived}
+			plan.ImportSpec(si, out)
+			plan.ImportStatus(si, out)
+		}
+		if !equality.Semantic.DeepEqual(in, untouched) {
+			t.Errorf("%s: Plan changed its input:\n%s", name, diff.Diff(untouched, in))
+		}
+	}
+}
+
+// copyInput copies every object and collection in reaches, so that changes through in show.
+func copyInput(in Input) Input {
+	out := in
+	out.Records = nil
+	for i := range in.Records {
+		out.Records = append(out.Records, *in.Records[i].DeepCopy())
+	}
+	out.Live = maps.Clone(in.Live)
+	out.Import, out.Derived = in.Import.DeepCopy(), in.Derived.DeepCopy()
+	out.Imported = nil
+	for i := range in.Imported {
+		out.Imported = append(out.Imported, *in.Imported[i].DeepCopy())
+	}
+	out.Sources = slices.Clone(in.Sources)
+	for i := range out.Sources {
+		out.Sources[i].Slice = out.Sources[i].Slice.DeepCopy()
+	}
+	out.Members = slices.Clone(in.Members)
+	for i := range out.Members {
+		out.Members[i].Properties = maps.Clone(out.Members[i].Properties)
+	}
+	out.Publishing = slices.Clone(in.Publishing)
+	return out
 }
