@@ -197,3 +197,32 @@ func TestPeersWaitForTheRecordsAFirstPublicationSaysItPublished(t *testing.T) {
 		t.Fatalf("requeued after %s past the bound: a count never reached must not keep the controller polling", res.RequeueAfter)
 	}
 }
+
+// A member that has just started knows who is still publishing only once it has read the
+// Leases: until then new imports wait (an empty Publishing would let them be created from the
+// few records already cached), and the first reading sends every Service's imports on.
+func TestNewImportsWaitForTheFirstReadingOfTheLeases(t *testing.T) {
+	m := newMembership("a", "broker", 30*time.Second, brokerFake(t, nil))
+	if !m.PublishingKnown() {
+		t.Fatal("with no first publication waited for, nothing is waited for")
+	}
+	m.initialWait = time.Minute
+	if m.PublishingKnown() {
+		t.Fatal("publishing known before any Lease was read")
+	}
+	announced := m.subscribe()
+	if _, err := m.Reconcile(context.Background(), membershipKey); err != nil {
+		t.Fatal(err)
+	}
+	if !m.PublishingKnown() {
+		t.Fatal("publishing unknown after the Leases were read")
+	}
+	select {
+	case e := <-announced:
+		if cluster := e.Object.GetLabels()[v1alpha1.LabelSourceCluster]; cluster != "" {
+			t.Fatalf("the first reading announced cluster %q, want every Service", cluster)
+		}
+	default:
+		t.Fatal("the first reading announced nothing: imports held back for it would wait for their next event")
+	}
+}

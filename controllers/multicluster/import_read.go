@@ -76,7 +76,7 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 // readPublishing reads what a new import waits for: the members still publishing their first
 // exports, and, while this member is one, whether it exports the Service.
 func (r *importReconciler) readPublishing(ctx context.Context, in *importplan.Input) error {
-	in.Publishing = r.members.Publishing()
+	in.Publishing, in.PublishingUnknown = r.members.Publishing(), !r.members.PublishingKnown()
 	if !slices.Contains(in.Publishing, r.self) {
 		return nil
 	}

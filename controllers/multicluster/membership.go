@@ -42,6 +42,9 @@ type membership struct {
 	verdict     liveness.Verdict
 	starts      liveness.Starts
 	subscribers []chan event.GenericEvent
+	// leasesRead is set by the first reading of the Leases: until then, which members are still
+	// publishing is unknown (Publishing is empty only for want of knowing).
+	leasesRead bool
 }
 
 func newMembership(self, namespace string, defaultDuration time.Duration, reader client.Reader) *membership {
@@ -67,6 +70,16 @@ func (m *membership) Publishing() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.starts.Waiting(m.verdict, time.Now(), m.initialWait)
+}
+
+// PublishingKnown says whether Publishing can be trusted: the Leases have been read, or no
+// first publication is waited for at all. A new import created before that would be created
+// from whatever records the broker cache holds while every member is still publishing, and
+// written again as each further exporter's record arrives.
+func (m *membership) PublishingKnown() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.leasesRead || m.initialWait == 0
 }
 
 // subscribe returns a channel on which the clusters whose liveness flipped are announced, as
@@ -95,6 +108,8 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	waiting := starts.Waiting(next, now, m.initialWait)
 	deadline := starts.NextDeadline(next, now, m.initialWait)
 	m.verdict, m.starts = next, starts
+	firstReading := !m.leasesRead
+	m.leasesRead = true
 	subscribers := m.subscribers
 	m.mu.Unlock()
 
@@ -111,6 +126,11 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		logger.Info("members published their first exports, or were waited for long enough; imports held back for them go ahead",
 			"clusters", finished, "stillWaitingFor", waiting)
 		// The imports held back are not known here, and may be of any Service.
+		change.Everyone = true
+	}
+	if firstReading && m.initialWait > 0 {
+		// New imports held back until now, for want of knowing who publishes, go ahead or
+		// go on waiting for the members still publishing.
 		change.Everyone = true
 	}
 
@@ -135,6 +155,15 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 	}
+	if err := announce(ctx, subscribers, change); err != nil {
+		return reconcile.Result{}, err
+	}
+	return result, nil
+}
+
+// announce tells every subscriber of the change: one announcement naming no cluster when
+// everyone's Services are concerned, and one per cluster whose liveness flipped.
+func announce(ctx context.Context, subscribers []chan event.GenericEvent, change liveness.Change) error {
 	announcements := make([]event.GenericEvent, 0, len(change.Clusters)+1)
 	if change.Everyone {
 		announcements = append(announcements, event.GenericEvent{Object: &coordinationv1.Lease{}})
@@ -149,11 +178,11 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			select {
 			case ch <- a:
 			case <-ctx.Done():
-				return reconcile.Result{}, ctx.Err()
+				return ctx.Err()
 			}
 		}
 	}
-	return result, nil
+	return nil
 }
 
 // readLeases reads every member Lease in the broker cache, with each member's first

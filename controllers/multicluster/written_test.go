@@ -359,7 +359,8 @@ func importSteps(t *testing.T, r *importReconciler, local *cachedBroker, key typ
 	}
 }
 
-// A new import is four writes (the derived Service, the ServiceImport, its slice and its
+// A new import waits until the member has read the Leases (it cannot know before who is still
+// publishing), and is then four writes (the derived Service, the ServiceImport, its slice and its
 // status); a sync that runs again before the cache shows the ServiceImport and the derived
 // Service (the slice's event can come first) writes nothing, where it would create both again
 // (AlreadyExists) or write the status from the import as created (409). Peers of a member
@@ -389,12 +390,17 @@ func TestImportWritesNothingWhileTheCacheLacksItsServiceImport(t *testing.T) {
 	}
 	local.Client = localFake(t, funcs, namespace.DeepCopy(), source.DeepCopy())
 	local.cache = localFake(t, nil, namespace.DeepCopy(), source.DeepCopy())
+	members := newMembership("west", "broker", time.Minute, broker)
+	members.initialWait = time.Minute
 	r := &importReconciler{local: local, broker: broker, brokerNamespace: "broker", self: "west",
-		members: newMembership("west", "broker", time.Minute, nil), recorder: events.NewFakeRecorder(10),
-		written: newWrittenSlices()}
+		members: members, recorder: events.NewFakeRecorder(10), written: newWrittenSlices()}
 	key := types.NamespacedName{Namespace: "shop", Name: "web"}
 
 	reconcile := importSteps(t, r, local, key)
+	reconcile("before the Leases were read, which say who is still publishing", 0, nil)
+	if _, err := members.Reconcile(ctx, membershipKey); err != nil {
+		t.Fatal(err)
+	}
 	reconcile("web imported", 4, nil)
 	reconcile("again before the cache shows any of it", 0, errStaleCache)
 	local.catchUpWith(t, &discoveryv1.EndpointSliceList{}, &corev1.ServiceList{})

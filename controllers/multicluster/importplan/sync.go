@@ -47,6 +47,9 @@ type Input struct {
 	// ExportedHere: this member has a ServiceExport of the Service; read only when this member
 	// is among Publishing.
 	ExportedHere bool
+	// PublishingUnknown: the members' Leases, which say who is still publishing, have not been
+	// read yet (a manager that has just started); read with Publishing.
+	PublishingUnknown bool
 	// Selection is how cluster selectors' tiers are followed; Self is this member's id, whose
 	// selector results the ServiceImport carries.
 	Selection locality.Selection
@@ -132,6 +135,8 @@ func Plan(in Input) Sync {
 		return Sync{Skip: "the namespace is being deleted"}
 	case in.Import != nil && in.Import.DeletionTimestamp != nil:
 		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
+	case in.Import == nil && in.PublishingUnknown:
+		return Sync{Skip: "waiting for the members' Leases to be read: they say who is still publishing"}
 	case in.Import == nil && len(waitingFor(in)) > 0:
 		// Created now, the import would be written again as each further exporter's record
 		// arrives; the membership controller enqueues it again once the wait is over.

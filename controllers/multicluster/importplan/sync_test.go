@@ -158,6 +158,8 @@ func TestPlanSkips(t *testing.T) {
 		},
 		// A new import waits for members still publishing the exports they started with.
 		"waiting for b, c": func(in *Input) { in.Publishing = []string{"b", "c"} },
+		// A member that has just started does not know yet who is still publishing.
+		"Leases to be read": func(in *Input) { in.PublishingUnknown = true },
 	} {
 		in := input()
 		mutate(&in)
