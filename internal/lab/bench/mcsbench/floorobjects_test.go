@@ -67,6 +67,10 @@ func TestFloorObjectsAreTheObjectsOfAConvergedClusterSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitExported(ctx, t, member, name)
+	}
+	// Every member converged before any stops: a stopped member's Lease lapses within seconds,
+	// and a peer still running would withdraw its endpoints.
+	for _, member := range cs.Members {
 		if err := member.StopControllers(); err != nil {
 			t.Fatal(err)
 		}
