@@ -41,11 +41,9 @@ type floorWork struct {
 // bulkFloor is the converged set of a bulk start: every member imports every member's export.
 func bulkFloor(members int) floorWork {
 	w := floorWork{publishing: make([]bool, members), exportStatus: make([]bool, members), importsExist: make([]bool, members)}
-	all := make([]int, members)
+	all := allMembers(members)
 	for m := range members {
-		all[m], w.publishing[m], w.exportStatus[m] = m, true, true
-	}
-	for range members {
+		w.publishing[m], w.exportStatus[m] = true, true
 		w.exporters = append(w.exporters, all)
 	}
 	return w
@@ -57,9 +55,8 @@ func bulkFloor(members int) floorWork {
 // before it left, so neither fleetslice nor the floor writes it again.
 func joinFloor(members, joiner int) floorWork {
 	w := floorWork{publishing: make([]bool, members), exportStatus: make([]bool, members), importsExist: make([]bool, members)}
-	all := make([]int, members)
+	all := allMembers(members)
 	for m := range members {
-		all[m] = m
 		w.importsExist[m] = m != joiner
 	}
 	w.publishing[joiner] = true

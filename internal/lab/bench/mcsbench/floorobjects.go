@@ -45,13 +45,12 @@ func (f *fleet) readFloorInputs(ctx context.Context) (floorInputs, error) {
 				return in, fmt.Errorf("%s: %w", f.set.IDs[m], err)
 			}
 		}
+		serviceNamed, exportNamed, sliceNamed := byName(services.Items), byName(exports.Items), byName(sources.Items)
 		records := make([]merge.Record, f.o.services)
 		slicesOf := make([]*discoveryv1.EndpointSlice, f.o.services)
 		for i := range f.o.services {
 			name := fleetService(i)
-			svc := findNamed(services.Items, name)
-			export := findNamed(exports.Items, name)
-			slice := findNamed(sources.Items, fleetSlice(name).Name)
+			svc, export, slice := serviceNamed[name], exportNamed[name], sliceNamed[fleetSlice(name).Name]
 			if svc == nil || export == nil || slice == nil {
 				return in, fmt.Errorf("%s: the workload of %s is incomplete", f.set.IDs[m], name)
 			}
@@ -66,17 +65,16 @@ func (f *fleet) readFloorInputs(ctx context.Context) (floorInputs, error) {
 	return in, nil
 }
 
-// findNamed returns the item named name, nil when there is none.
-func findNamed[T any, PT interface {
+// byName indexes a list's items by name.
+func byName[T any, PT interface {
 	*T
 	GetName() string
-}](items []T, name string) PT {
+}](items []T) map[string]PT {
+	out := make(map[string]PT, len(items))
 	for i := range items {
-		if PT(&items[i]).GetName() == name {
-			return &items[i]
-		}
+		out[PT(&items[i]).GetName()] = &items[i]
 	}
-	return nil
+	return out
 }
 
 // floorRecord is exporter m's broker record of Service i, as the export controller writes it.
@@ -242,11 +240,12 @@ func (f *fleet) floorExisting(ctx context.Context, members []client.Client, name
 // to an existing one) and its own export's status.
 func (f *fleet) memberFloorJobs(namespace string, in floorInputs, work floorWork, m int, existing floorObjects) []floorJob {
 	var jobs []floorJob
+	all := allMembers(len(f.set.Members))
 	for i := range f.o.services {
 		var have *floorImport
 		exporters := work.exporters[m]
 		if work.importsExist[m] {
-			have, exporters = existing.imports[i], allMembers(len(f.set.Members))
+			have, exporters = existing.imports[i], all
 		}
 		jobs = append(jobs, func(ctx context.Context, c client.Client) error {
 			_, err := f.writeImport(ctx, c, namespace, in, m, i, exporters, have)
@@ -255,7 +254,7 @@ func (f *fleet) memberFloorJobs(namespace string, in floorInputs, work floorWork
 		if work.exportStatus[m] {
 			export := existing.exports[i]
 			jobs = append(jobs, func(ctx context.Context, c client.Client) error {
-				export.Status = f.exportStatus(export, in, m, i, allMembers(len(f.set.Members)))
+				export.Status = f.exportStatus(export, in, m, i, all)
 				return c.Status().Update(ctx, export)
 			})
 		}
@@ -263,6 +262,7 @@ func (f *fleet) memberFloorJobs(namespace string, in floorInputs, work floorWork
 	return jobs
 }
 
+// allMembers lists the member indexes 0 to n-1.
 func allMembers(n int) []int {
 	all := make([]int, n)
 	for m := range n {
