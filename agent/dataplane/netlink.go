@@ -75,6 +75,9 @@ type netlinkBackend struct {
 	readGenKnown bool
 	dial         dialFunc  // nil: the kernel
 	list         listTable // nil: readNetlinkTable
+	// committed, when set (by tests), runs right after each batch commits, before the
+	// generation is read back: where another writer's commit can slip in.
+	committed func()
 }
 
 // batch is one transaction under construction.
@@ -103,10 +106,17 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var t *batch
+	var before generationReading
 	if len(ops) > 0 {
+		if b.dial == nil {
+			before = readGeneration()
+		}
 		var err error
 		if t, err = b.send(ops, table); err != nil {
 			return err
+		}
+		if b.committed != nil {
+			b.committed()
 		}
 	}
 	if table != nil {
@@ -115,7 +125,7 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 		b.accepted(t, ops)
 	}
 	if b.dial == nil && len(ops) > 0 {
-		b.noteGeneration()
+		b.gen, b.genKnown = before.ownCommit()
 	} else if b.dial == nil {
 		// Nothing written: the table is what the read before planning saw.
 		b.gen, b.genKnown = b.readGen, b.readGenKnown

@@ -109,12 +109,27 @@ func generation() (uint32, error) {
 	return 0, errors.New("reading the nftables generation: no generation in the answer")
 }
 
-// noteGeneration remembers the generation the backend's last batch produced. Another writer
-// committing between the batch and this read is missed until the next write: the periodic
-// full sync still repairs whatever it changed.
-func (b *netlinkBackend) noteGeneration() {
+// generationReading is the ruleset generation read right before one of the agent's own
+// transactions.
+type generationReading struct {
+	gen uint32
+	err error
+}
+
+func readGeneration() generationReading {
 	gen, err := generation()
-	b.gen, b.genKnown = gen, err == nil
+	return generationReading{gen, err}
+}
+
+// ownCommit reads the generation after the agent's transaction and says whether it is the
+// agent's alone: every commit moves the generation by one, so one step from the reading
+// before means nobody else committed in between. A stranger's commit right before or after
+// the agent's would otherwise pass for the agent's own and its change go unnoticed by every
+// drift check until the next full sync; the generation is then left unknown and the next
+// check reads the table.
+func (r generationReading) ownCommit() (uint32, bool) {
+	gen, err := generation()
+	return gen, r.err == nil && err == nil && gen == r.gen+1
 }
 
 func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {

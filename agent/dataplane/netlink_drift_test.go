@@ -128,6 +128,34 @@ func noDriftWhenOnlyTheAgentWrites(t *testing.T, l *driftLab) {
 	}
 }
 
+// TestKernelDriftAroundTheAgentsOwnCommitIsFound would fail if a change another program
+// commits right after one of the agent's transactions, before the agent reads the generation
+// back, passed for the agent's own write and went unnoticed by every later check.
+func TestKernelDriftAroundTheAgentsOwnCommitIsFound(t *testing.T) {
+	for _, backend := range kernelBackends {
+		t.Run(backend, func(t *testing.T) {
+			l := newDriftLab(t, backend)
+			intruder := func() { run(t, "nft", "add", "chain", "ip", TableName, "intruder") } // on the namespace's thread already
+			switch b := l.s.back.(type) {
+			case *netlinkBackend:
+				b.committed = intruder
+			case *nftKernelBackend:
+				b.committed = intruder
+			default:
+				t.Fatalf("backend %T has no commit hook", b)
+			}
+			l.services[1].Ports[0].Endpoints = eps("10.244.2.7:8080", "10.244.3.1:8080")
+			if st := l.sync(false); st.Full || st.Operations == 0 {
+				t.Fatalf("want an incremental sync that wrote something: %+v", st)
+			}
+			res := l.check()
+			if res.Drift == nil || res.Drift.Kind != DriftContentChanged || !strings.Contains(res.Drift.Detail, "intruder") {
+				t.Fatalf("after a chain added right behind the agent's commit: %+v, want the intruder found", res)
+			}
+		})
+	}
+}
+
 // TestKernelNoDriftOverRandomIncrementalSyncs replays random changes (endpoints, affinity,
 // NodePorts, ports, clashes) as incremental syncs, with stale chains deleted later, and checks
 // after each, with the table read back every time, that the model of the table the drift check

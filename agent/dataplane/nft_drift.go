@@ -46,13 +46,22 @@ type nftKernelBackend struct {
 	genKnown     bool
 	readGen      uint32
 	readGenKnown bool
+	// committed: as the netlink backend's.
+	committed func()
 }
 
 func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	var before generationReading
+	if len(ops) > 0 {
+		before = readGeneration()
+	}
 	if err := k.knftablesBackend.apply(ctx, ops, table); err != nil {
 		return err
+	}
+	if len(ops) > 0 && k.committed != nil {
+		k.committed()
 	}
 	if table != nil {
 		k.model.reset(table)
@@ -63,8 +72,7 @@ func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) e
 		k.gen, k.genKnown = k.readGen, k.readGenKnown
 		return nil
 	}
-	gen, err := generation()
-	k.gen, k.genKnown = gen, err == nil
+	k.gen, k.genKnown = before.ownCommit()
 	return nil
 }
 
