@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -230,6 +231,9 @@ func (n *nodeNetns) ready() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// errNoMetric: the agent exports no sample of the metric (yet): a vector without series.
+var errNoMetric = errors.New("no metric")
+
 // metric sums the agent process's samples of name whose labels include want.
 func (n *nodeNetns) metric(name string, want map[string]string) (float64, error) {
 	resp, err := n.http.Get("http://" + procMetricsAddr + "/metrics")
@@ -245,7 +249,7 @@ func (n *nodeNetns) metric(name string, want map[string]string) (float64, error)
 	sum := 0.0
 	fam := families[name]
 	if fam == nil {
-		return 0, fmt.Errorf("no metric %s", name)
+		return 0, fmt.Errorf("%w %s", errNoMetric, name)
 	}
 	for _, m := range fam.GetMetric() {
 		labels := map[string]string{}

@@ -306,16 +306,27 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 	})
 
 	It("counts a table deleted or edited by hand once, repairs it, and counts nothing else, through either backend", func() {
-		drift := func(kind string) func() float64 {
-			return func() float64 {
-				v, _ := host.metric(agent.MetricTableDrift, map[string]string{"kind": kind})
-				return v
+		// A counter without a series yet reads 0; an agent that does not answer is asked
+		// again (by Eventually, and by read), never taken for 0.
+		counter := func(name string, labels map[string]string) func() (float64, error) {
+			return func() (float64, error) {
+				v, err := host.metric(name, labels)
+				if errors.Is(err, errNoMetric) {
+					return 0, nil
+				}
+				return v, err
 			}
 		}
-		checks := func() float64 {
-			v, _ := host.metric("fleetslice_agent_sync_proxy_rules_nftables_drift_checks_total", nil)
+		read := func(c func() (float64, error)) float64 {
+			GinkgoHelper()
+			var v float64
+			Eventually(func() (err error) { v, err = c(); return err }).Should(Succeed())
 			return v
 		}
+		drift := func(kind string) func() (float64, error) {
+			return counter(agent.MetricTableDrift, map[string]string{"kind": kind})
+		}
+		checks := counter("fleetslice_agent_sync_proxy_rules_nftables_drift_checks_total", nil)
 		for _, backend := range []string{"netlink", "nft"} {
 			proc.kill()
 			proc = host.start(node, "--drift-check-period=200ms", "--nftables-backend="+backend)
@@ -330,19 +341,22 @@ var _ = Describe("the agent process killed with SIGKILL in the middle of a large
 			}
 			for _, e := range edits {
 				what := backend + ": " + e.what
-				before, otherBefore := drift(e.kind)(), drift(otherKind(e.kind))()
+				before, otherBefore := read(drift(e.kind)), read(drift(otherKind(e.kind)))
 				syncsBefore := syncs()
 				start := time.Now()
 				_, err := host.ns.Command("", "nft", strings.Fields(e.cmd)...)
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(drift(e.kind)).WithPolling(5*time.Millisecond).Should(Equal(before+1), what)
-				Eventually(syncs).WithPolling(5 * time.Millisecond).Should(BeNumerically(">", syncsBefore))
+				Eventually(drift(e.kind)).WithPolling(5*time.Millisecond).Should(Equal(before+1), func() string { return what + ": the table now\n" + host.table() })
+				// Any sync may land meanwhile (the last edit's intruder chain is deleted a
+				// while after its repair): the repair is the table coming back.
+				Eventually(host.canonicalTable).WithPolling(20*time.Millisecond).Should(Equal(want), "%s: not repaired", what)
+				// canonicalTable leaves out empty chains: the intruder must go as well.
+				Eventually(host.table).Should(Not(ContainSubstring("chain intruder")), "%s: not repaired", what)
 				took := time.Since(start)
-				Expect(host.canonicalTable()).To(Equal(want), "%s: not repaired", what)
-				c := checks()
+				c := read(checks)
 				Eventually(checks).Should(BeNumerically(">=", c+5))
-				Expect(drift(e.kind)()).To(Equal(before+1), "%s counted more than once, or the agent's own rebuild counted", what)
-				Expect(drift(otherKind(e.kind))()).To(Equal(otherBefore))
+				Expect(read(drift(e.kind))).To(Equal(before+1), "%s counted more than once, or the agent's own rebuild counted", what)
+				Expect(read(drift(otherKind(e.kind)))).To(Equal(otherBefore))
 				made := syncs() - syncsBefore
 				lost, dup := endpointErrors(expectedTargets(services, zone), dnatTargets(host.table()))
 				Expect(lost + dup).To(BeZero())

@@ -106,10 +106,10 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var t *batch
-	var before generationReading
+	var base genReading
 	if len(ops) > 0 {
 		if b.dial == nil {
-			before = readGeneration()
+			base = commitBase(ops, table, genReading{b.gen, b.genKnown}, genReading{b.readGen, b.readGenKnown})
 		}
 		var err error
 		if t, err = b.send(ops, table); err != nil {
@@ -125,7 +125,8 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 		b.accepted(t, ops)
 	}
 	if b.dial == nil && len(ops) > 0 {
-		b.gen, b.genKnown = before.ownCommit()
+		after := ownCommit(base)
+		b.gen, b.genKnown = after.gen, after.known
 	} else if b.dial == nil {
 		// Nothing written: the table is what the read before planning saw.
 		b.gen, b.genKnown = b.readGen, b.readGenKnown

@@ -129,30 +129,45 @@ func noDriftWhenOnlyTheAgentWrites(t *testing.T, l *driftLab) {
 }
 
 // TestKernelDriftAroundTheAgentsOwnCommitIsFound would fail if a change another program
-// commits right after one of the agent's transactions, before the agent reads the generation
-// back, passed for the agent's own write and went unnoticed by every later check.
+// commits right before or right after one of the agent's incremental writes passed for the
+// agent's own and went unnoticed by every later check: the generation after the agent's write
+// then says nothing of who else wrote.
 func TestKernelDriftAroundTheAgentsOwnCommitIsFound(t *testing.T) {
 	for _, backend := range kernelBackends {
-		t.Run(backend, func(t *testing.T) {
-			l := newDriftLab(t, backend)
-			intruder := func() { run(t, "nft", "add", "chain", "ip", TableName, "intruder") } // on the namespace's thread already
-			switch b := l.s.back.(type) {
-			case *netlinkBackend:
-				b.committed = intruder
-			case *nftKernelBackend:
-				b.committed = intruder
-			default:
-				t.Fatalf("backend %T has no commit hook", b)
-			}
-			l.services[1].Ports[0].Endpoints = eps("10.244.2.7:8080", "10.244.3.1:8080")
-			if st := l.sync(false); st.Full || st.Operations == 0 {
-				t.Fatalf("want an incremental sync that wrote something: %+v", st)
-			}
-			res := l.check()
-			if res.Drift == nil || res.Drift.Kind != DriftContentChanged || !strings.Contains(res.Drift.Detail, "intruder") {
-				t.Fatalf("after a chain added right behind the agent's commit: %+v, want the intruder found", res)
-			}
-		})
+		for _, when := range []string{"before", "after"} {
+			t.Run(backend+"/"+when, func(t *testing.T) {
+				l := newDriftLab(t, backend)
+				if res := l.check(); res.Drift != nil {
+					t.Fatalf("right after the first sync: %+v", res)
+				}
+				intruder := func() { run(t, "nft", "add", "chain", "ip", TableName, "intruder") } // on the namespace's thread already
+				if when == "before" {
+					l.ns.do(intruder)
+				} else {
+					setCommitHook(t, l.s, intruder)
+				}
+				l.services[1].Ports[0].Endpoints = eps("10.244.2.7:8080", "10.244.3.1:8080")
+				if st := l.sync(false); st.Full || st.Operations == 0 {
+					t.Fatalf("want an incremental sync that wrote something: %+v", st)
+				}
+				res := l.check()
+				if res.Drift == nil || res.Drift.Kind != DriftContentChanged || !strings.Contains(res.Drift.Detail, "intruder") {
+					t.Fatalf("after a chain added right %s the agent's write: %+v, want the intruder found", when, res)
+				}
+			})
+		}
+	}
+}
+
+// setCommitHook makes s's kernel backend run hook right after each of its transactions commits.
+func setCommitHook(t *testing.T, s *Syncer, hook func()) {
+	switch b := s.back.(type) {
+	case *netlinkBackend:
+		b.committed = hook
+	case *nftKernelBackend:
+		b.committed = hook
+	default:
+		t.Fatalf("backend %T has no commit hook", b)
 	}
 }
 

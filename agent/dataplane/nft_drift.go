@@ -53,9 +53,9 @@ type nftKernelBackend struct {
 func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var before generationReading
+	var base genReading
 	if len(ops) > 0 {
-		before = readGeneration()
+		base = commitBase(ops, table, genReading{k.gen, k.genKnown}, genReading{k.readGen, k.readGenKnown})
 	}
 	if err := k.knftablesBackend.apply(ctx, ops, table); err != nil {
 		return err
@@ -72,7 +72,8 @@ func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) e
 		k.gen, k.genKnown = k.readGen, k.readGenKnown
 		return nil
 	}
-	k.gen, k.genKnown = before.ownCommit()
+	after := ownCommit(base)
+	k.gen, k.genKnown = after.gen, after.known
 	return nil
 }
 
