@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"maps"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +23,9 @@ import (
 type countingClient struct {
 	client.Client
 	counting bool
-	writes   map[apimetrics.Write]int
+	// mu guards writes: a floor's jobs write in parallel.
+	mu     sync.Mutex
+	writes map[apimetrics.Write]int
 }
 
 func newCountingClient(t *testing.T) *countingClient {
@@ -37,13 +40,16 @@ func newCountingClient(t *testing.T) *countingClient {
 		}
 		gvk, err := apiutil.GVKForObject(obj, scheme)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err) // on a job's goroutine: Fatal must not run there
+			return
 		}
 		resource := map[string]string{"Service": "services", "ServiceImport": "serviceimports", "ServiceExport": "serviceexports",
 			"EndpointSlice": "endpointslices", "ServiceExportRecord": "serviceexportrecords"}[gvk.Kind]
 		if sub != "" {
 			resource += "/" + sub
 		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.writes[apimetrics.Write{Resource: resource, Verb: verb}]++
 	}
 	c.Client = fake.NewClientBuilder().WithScheme(scheme).
