@@ -128,6 +128,10 @@ func Plan(in Input) Sync {
 	if len(in.Records) == 0 {
 		return Sync{Teardown: teardown(in)}
 	}
+	var waiting []string
+	if in.Import == nil {
+		waiting = waitingFor(in)
+	}
 	switch {
 	case in.NamespaceMissing:
 		return Sync{Skip: "the namespace does not exist in this cluster"}
@@ -137,10 +141,10 @@ func Plan(in Input) Sync {
 		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
 	case in.Import == nil && in.PublishingUnknown:
 		return Sync{Skip: "waiting for the members' Leases to be read: they say who is still publishing"}
-	case in.Import == nil && len(waitingFor(in)) > 0:
+	case len(waiting) > 0:
 		// Created now, the import would be written again as each further exporter's record
 		// arrives; the membership controller enqueues it again once the wait is over.
-		return Sync{Skip: "waiting for " + strings.Join(waitingFor(in), ", ") + " to publish the exports they started with"}
+		return Sync{Skip: "waiting for " + strings.Join(waiting, ", ") + " to publish the exports they started with"}
 	}
 	merged := mergeLive(in.Records, in.Live)
 	s := Sync{merged: merged, records: in.Records, selection: planSelection(in, merged)}
