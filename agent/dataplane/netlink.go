@@ -41,7 +41,7 @@ func newNetlinkBackend(f knftables.Family, dial dialFunc) (*netlinkBackend, erro
 		tf = nftables.TableFamilyIPv6
 	}
 	b := &netlinkBackend{fam: fam, table: &nftables.Table{Name: TableName, Family: tf}, sets: map[string]*netlinkenc.SetDef{},
-		dial: dial, seed: maphash.MakeSeed()}
+		dial: dial, seed: maphash.MakeSeed(), gens: newGenTracker(nil)}
 	b.model = newTableModel(b.elementDigest)
 	return b, nil
 }
@@ -61,15 +61,15 @@ type netlinkBackend struct {
 	// sets holds the type of every set and map the last successful batches left in the
 	// table, to encode elements of sets a batch does not define itself.
 	sets map[string]*netlinkenc.SetDef
-	// model is what the accepted batches left in the table, and gen the ruleset generation
-	// the last one produced: a drift check compares the kernel with them (netlink_drift.go).
+	// model is what the accepted batches left in the table, and gens the ruleset generation at
+	// which the table was last known to be that: a drift check compares the kernel with them
+	// (netlink_drift.go).
 	model *tableModel
 	seed  maphash.Seed // of the elements' digests (see kernelElementDigest)
 	// digestScratch holds the element elementDigest encoded last (under mu): the model digests
 	// every element of the table after a full sync.
 	digestScratch []nftables.SetElement
-	gen           uint32
-	genKnown      bool
+	gens          *genTracker
 	// readGen is the generation before the last read of the table (see read).
 	readGen      uint32
 	readGenKnown bool
@@ -109,7 +109,7 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 	var base genReading
 	if len(ops) > 0 {
 		if b.dial == nil {
-			base = commitBase(ops, table, genReading{b.gen, b.genKnown}, genReading{b.readGen, b.readGenKnown})
+			base = commitBase(ops, table, b.gens.current(), genReading{b.readGen, b.readGenKnown})
 		}
 		var err error
 		if t, err = b.send(ops, table); err != nil {
@@ -125,11 +125,10 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 		b.accepted(t, ops)
 	}
 	if b.dial == nil && len(ops) > 0 {
-		after := ownCommit(base)
-		b.gen, b.genKnown = after.gen, after.known
+		b.gens.committed(base)
 	} else if b.dial == nil {
 		// Nothing written: the table is what the read before planning saw.
-		b.gen, b.genKnown = b.readGen, b.readGenKnown
+		b.gens.settle(genReading{b.readGen, b.readGenKnown})
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/fleetslice/fleetslice/agent/dataplane/netlinkenc"
-	"github.com/fleetslice/fleetslice/agent/dataplane/ruleset"
 )
 
 // Kinds of drift, as the agent's metric labels them.
@@ -110,57 +109,6 @@ func generation() (uint32, error) {
 	return 0, errors.New("reading the nftables generation: no generation in the answer")
 }
 
-// genReading is a ruleset generation and whether it is known.
-type genReading struct {
-	gen   uint32
-	known bool
-}
-
-func readGeneration() genReading {
-	gen, err := generation()
-	return genReading{gen, err == nil}
-}
-
-// commitBase is the generation a transaction of ops builds on: the last one at which the agent
-// knew the table. A full sync that compared the table builds on the read it planned from, an
-// incremental one on the last generation its writes or drift checks left; a rebuild deletes
-// the table first, so it builds on nothing but the generation right before it (read here).
-func commitBase(ops, table []ruleset.Op, last, read genReading) genReading {
-	switch {
-	case rebuilds(ops):
-		return readGeneration()
-	case table != nil:
-		return read
-	}
-	return last
-}
-
-// rebuilds reports whether ops delete the table before anything else: what such a transaction
-// leaves does not depend on what the table held.
-func rebuilds(ops []ruleset.Op) bool {
-	for _, o := range ops {
-		if _, ok := o.Obj.(*ruleset.Table); !ok {
-			return false
-		}
-		if o.Verb == ruleset.Delete {
-			return true
-		}
-	}
-	return false
-}
-
-// ownCommit reads the generation right after one of the agent's transactions, which built on
-// base, and says whether the table is still only the agent's doing. Every commit moves the
-// generation by one, so one step past base means nobody else committed in between; anything
-// else (a stranger's commit before the agent's or between it and this read) leaves the
-// generation unknown, and the next drift check reads the table. Taking the generation after
-// the agent's write as its own would hide such a change from every check until the next full
-// sync.
-func ownCommit(base genReading) genReading {
-	after := readGeneration()
-	return genReading{after.gen, base.known && after.known && after.gen == base.gen+1}
-}
-
 func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
 	if err := ctx.Err(); err != nil {
 		return DriftCheck{}, err
@@ -174,7 +122,7 @@ func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
 	if err != nil {
 		return DriftCheck{}, err
 	}
-	if b.genKnown && gen == b.gen {
+	if b.gens.at(gen) {
 		return DriftCheck{}, nil
 	}
 	want, err := b.expected()
@@ -187,7 +135,7 @@ func (b *netlinkBackend) drift(ctx context.Context) (DriftCheck, error) {
 	}
 	if drift == nil {
 		// Only other tables changed: checks skip the listing again until the next change.
-		b.gen, b.genKnown = gen, true
+		b.gens.vouch(gen)
 	}
 	return DriftCheck{Listed: true, Drift: drift}, nil
 }

@@ -191,7 +191,7 @@ func TestKernelNoDriftOverRandomIncrementalSyncs(t *testing.T) {
 		var err error
 		ns.do(func() {
 			if _, err = s.Sync(ctx, snapshot(world, present), step == 0); err == nil {
-				s.back.(*netlinkBackend).genKnown = false // as if another table had changed
+				s.back.(*netlinkBackend).gens.forget() // as if another table had changed
 				res, err = s.CheckDrift(ctx)
 			}
 		})
@@ -317,7 +317,9 @@ func BenchmarkKernelDriftCheck5000x10(b *testing.B) {
 				var res DriftCheck
 				before := cpuTime()
 				ns.do(func() {
-					s.back.(*netlinkBackend).genKnown = !listed
+					if listed {
+						s.back.(*netlinkBackend).gens.forget()
+					}
 					res, err = s.CheckDrift(context.Background())
 				})
 				cpu += cpuTime() - before
@@ -357,7 +359,7 @@ func TestKernelNoDriftInEitherFamily(t *testing.T) {
 		var err error
 		ns.do(func() {
 			if _, err = s.Sync(context.Background(), tc.services, true); err == nil {
-				s.back.(*netlinkBackend).genKnown = false
+				s.back.(*netlinkBackend).gens.forget()
 				res, err = s.CheckDrift(context.Background())
 			}
 		})

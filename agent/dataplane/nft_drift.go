@@ -26,7 +26,7 @@ func NewKernelNft(nft knftables.Interface, opts Options) (*Syncer, error) {
 	if !ok {
 		return nil, fmt.Errorf("dataplane: unsupported family %q (want ip or ip6)", opts.Family)
 	}
-	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft, fam.rs}, fam: fam, model: newTableModel(nil)}, opts)
+	s, err := NewWithBackend(&nftKernelBackend{knftablesBackend: knftablesBackend{nft, fam.rs}, fam: fam, model: newTableModel(nil), gens: newGenTracker(nil)}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +42,7 @@ type nftKernelBackend struct {
 	fam          family
 	mu           sync.Mutex
 	model        *tableModel
-	gen          uint32
-	genKnown     bool
+	gens         *genTracker
 	readGen      uint32
 	readGenKnown bool
 	// committed: as the netlink backend's.
@@ -55,7 +54,7 @@ func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) e
 	defer k.mu.Unlock()
 	var base genReading
 	if len(ops) > 0 {
-		base = commitBase(ops, table, genReading{k.gen, k.genKnown}, genReading{k.readGen, k.readGenKnown})
+		base = commitBase(ops, table, k.gens.current(), genReading{k.readGen, k.readGenKnown})
 	}
 	if err := k.knftablesBackend.apply(ctx, ops, table); err != nil {
 		return err
@@ -69,11 +68,10 @@ func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) e
 		k.model.apply(ops)
 	}
 	if len(ops) == 0 {
-		k.gen, k.genKnown = k.readGen, k.readGenKnown
+		k.gens.settle(genReading{k.readGen, k.readGenKnown})
 		return nil
 	}
-	after := ownCommit(base)
-	k.gen, k.genKnown = after.gen, after.known
+	k.gens.committed(base)
 	return nil
 }
 
@@ -121,7 +119,7 @@ func (k *nftKernelBackend) drift(ctx context.Context) (DriftCheck, error) {
 	if err != nil {
 		return DriftCheck{}, err
 	}
-	if k.genKnown && gen == k.gen {
+	if k.gens.at(gen) {
 		return DriftCheck{}, nil
 	}
 	res := DriftCheck{Listed: true}
@@ -178,7 +176,7 @@ func (k *nftKernelBackend) drift(ctx context.Context) (DriftCheck, error) {
 		res.Drift = d
 	}
 	if res.Drift == nil {
-		k.gen, k.genKnown = gen, true
+		k.gens.vouch(gen)
 	}
 	return res, nil
 }

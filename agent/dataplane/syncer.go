@@ -40,6 +40,9 @@ type Options struct {
 	StaleChainDelay time.Duration
 	// Clock returns the current time; nil means time.Now.
 	Clock func() time.Time
+	// Generations, when set, is shared with the other Syncers that program the same network
+	// namespace (the other IP family): see Generations. Nil gives the Syncer its own.
+	Generations *Generations
 }
 
 // Stats describe one Sync.
@@ -195,6 +198,9 @@ func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("dataplane: invalid pod CIDR %v", p)
 		}
+	}
+	if g, ok := back.(interface{ shareGenerations(*Generations) }); ok && opts.Generations != nil {
+		g.shareGenerations(opts.Generations)
 	}
 	s := &Syncer{back: back, pl: planner{fam: fam, opts: opts}, state: newState(), needFull: true}
 	s.scratch.hasher.h.SetSeed(maphash.MakeSeed())

@@ -105,3 +105,16 @@ func TestZeroIntervalsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// Both families' dataplanes program one network namespace: they must share what they know of
+// its ruleset generation, or each family's write makes the other's drift check read its table.
+func TestBothFamiliesShareOneGenerations(t *testing.T) {
+	f, err := parse(t, "--node-name=n", "--ip-families=IPv4,IPv6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := f.dataplaneOptions()
+	if len(opts) != 2 || opts[0].Generations == nil || opts[0].Generations != opts[1].Generations {
+		t.Fatalf("dataplane options %+v: want two families sharing one Generations", opts)
+	}
+}

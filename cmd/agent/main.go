@@ -160,8 +160,12 @@ func (f *flags) validate() error {
 // dataplaneOptions are the options of each family's dataplane.
 func (f *flags) dataplaneOptions() []dataplane.Options {
 	out := make([]dataplane.Options, 0, len(f.families))
+	// Both families' tables live in the node's one network namespace and move its one ruleset
+	// generation: sharing what they know of it spares each family's drift check a read of its
+	// table after every write of the other.
+	gens := dataplane.NewGenerations()
 	for _, fam := range f.families {
-		out = append(out, dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs})
+		out = append(out, dataplane.Options{Family: fam, PodCIDRs: f.podCIDRs, Generations: gens})
 	}
 	return out
 }
