@@ -6,8 +6,11 @@ package datapath
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +74,28 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	network, err = clusterSet.StartPodNetwork(context.WithoutCancel(ctx), binDir, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(10*time.Minute))
+
+// A failed spec carries the end of every manager's, agent's and DNS server's log: a packet that
+// went astray (a refused connection, a wrong endpoint) is explained by what those decided at the
+// time, and the workdir holding the logs is gone once the suite stops.
+var _ = AfterEach(func() {
+	if !CurrentSpecReport().Failed() || clusterSet == nil {
+		return
+	}
+	_ = filepath.WalkDir(clusterSet.Workdir, func(path string, d fs.DirEntry, err error) error {
+		name := filepath.Base(path)
+		if err != nil || d.IsDir() || !strings.HasSuffix(name, ".log") ||
+			!strings.HasPrefix(name, "manager-") && !strings.HasPrefix(name, "agent-") && !strings.HasPrefix(name, "dns-") {
+			return nil
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			AddReportEntry("the end of "+strings.TrimPrefix(path, clusterSet.Workdir+"/"),
+				strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+		return nil
+	})
+})
 
 var _ = AfterSuite(func(ctx SpecContext) {
 	Expect(localsettest.Teardown(ctx, network, stops, clusterSet, binDir, GinkgoWriter)).To(Succeed())
