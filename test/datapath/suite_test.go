@@ -6,11 +6,10 @@ package datapath
 
 import (
 	"context"
-	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,6 +29,9 @@ var (
 	network    *localset.PodNetwork
 	binDir     string
 	stops      []func() error
+	// processes are the managers and DNS servers, whose logs a failed spec carries (with the
+	// agents', network.Agents).
+	processes []*localset.Process
 )
 
 func TestDatapath(t *testing.T) {
@@ -65,9 +67,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		p, err := clusterSet.StartManager(m, binDir)
 		Expect(err).NotTo(HaveOccurred())
 		stops = append(stops, func() error { return p.Stop(10 * time.Second) })
+		processes = append(processes, p)
 		d, err := clusterSet.StartDNS(ctx, m, binDir)
 		if d != nil {
 			stops = append(stops, func() error { return d.Stop(10 * time.Second) })
+			processes = append(processes, d)
 		}
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -79,22 +83,18 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 // went astray (a refused connection, a wrong endpoint) is explained by what those decided at the
 // time, and the workdir holding the logs is gone once the suite stops.
 var _ = AfterEach(func() {
-	if !CurrentSpecReport().Failed() || clusterSet == nil {
+	if !CurrentSpecReport().Failed() {
 		return
 	}
-	_ = filepath.WalkDir(clusterSet.Workdir, func(path string, d fs.DirEntry, err error) error {
-		name := filepath.Base(path)
-		if err != nil || d.IsDir() || !strings.HasSuffix(name, ".log") ||
-			!strings.HasPrefix(name, "manager-") && !strings.HasPrefix(name, "agent-") && !strings.HasPrefix(name, "dns-") {
-			return nil
+	all := slices.Clone(processes)
+	if network != nil {
+		for _, node := range slices.Sorted(maps.Keys(network.Agents)) {
+			all = append(all, network.Agents[node])
 		}
-		if b, err := os.ReadFile(path); err == nil {
-			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-			AddReportEntry("the end of "+strings.TrimPrefix(path, clusterSet.Workdir+"/"),
-				strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-		return nil
-	})
+	}
+	for _, p := range all {
+		AddReportEntry("the end of "+p.Name+"'s log", p.Describe(40))
+	}
 })
 
 var _ = AfterSuite(func(ctx SpecContext) {
