@@ -23,9 +23,47 @@ func NewGenerations() *Generations {
 	return &Generations{known: map[*genTracker]uint32{}}
 }
 
-// genTracker is one backend's part of a Generations.
+// genTracker is one backend's part of a Generations, with what the backend alone needs to know
+// of the generation around its reads and writes (under the backend's lock).
 type genTracker struct {
 	g *Generations
+	// read is the generation right before the backend's last read of its table (noteRead): the
+	// one a full sync planned from.
+	read genReading
+	// hook, when set (by tests), runs right after each transaction commits, before the
+	// generation is read back: where another writer's commit can slip in.
+	hook func()
+}
+
+// keepsGenerations is a backend that knows the ruleset generation (the kernel backends).
+type keepsGenerations interface{ generations() *genTracker }
+
+func (b *netlinkBackend) generations() *genTracker   { return b.gens }
+func (k *nftKernelBackend) generations() *genTracker { return k.gens }
+
+// noteRead records the generation right before a read of the table: a write after it makes the
+// next drift check look.
+func (t *genTracker) noteRead() { t.read = readGeneration() }
+
+// before returns what a transaction of ops will build on (commitBase), read before it runs.
+func (t *genTracker) before(ops, table []ruleset.Op) genReading {
+	if len(ops) == 0 {
+		return genReading{}
+	}
+	return commitBase(ops, table, t.current(), t.read)
+}
+
+// after records what a transaction of ops, which built on base, left. One that wrote nothing
+// (a full sync that found the table as wanted) leaves the table as the read it planned from saw.
+func (t *genTracker) after(ops []ruleset.Op, base genReading) {
+	if len(ops) == 0 {
+		t.settle(t.read)
+		return
+	}
+	if t.hook != nil {
+		t.hook()
+	}
+	t.committed(base)
 }
 
 func newGenTracker(g *Generations) *genTracker {
@@ -137,8 +175,3 @@ func (t *genTracker) settle(read genReading) {
 		t.forget()
 	}
 }
-
-// shareGenerations makes the backend keep its generation in g, before its first sync.
-func (b *netlinkBackend) shareGenerations(g *Generations) { b.gens = newGenTracker(g) }
-
-func (k *nftKernelBackend) shareGenerations(g *Generations) { k.gens = newGenTracker(g) }

@@ -70,14 +70,8 @@ type netlinkBackend struct {
 	// every element of the table after a full sync.
 	digestScratch []nftables.SetElement
 	gens          *genTracker
-	// readGen is the generation before the last read of the table (see read).
-	readGen      uint32
-	readGenKnown bool
-	dial         dialFunc  // nil: the kernel
-	list         listTable // nil: readNetlinkTable
-	// committed, when set (by tests), runs right after each batch commits, before the
-	// generation is read back: where another writer's commit can slip in.
-	committed func()
+	dial          dialFunc  // nil: the kernel
+	list          listTable // nil: readNetlinkTable
 }
 
 // batch is one transaction under construction.
@@ -109,14 +103,11 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 	var base genReading
 	if len(ops) > 0 {
 		if b.dial == nil {
-			base = commitBase(ops, table, b.gens.current(), genReading{b.readGen, b.readGenKnown})
+			base = b.gens.before(ops, table)
 		}
 		var err error
 		if t, err = b.send(ops, table); err != nil {
 			return err
-		}
-		if b.committed != nil {
-			b.committed()
 		}
 	}
 	if table != nil {
@@ -124,11 +115,8 @@ func (b *netlinkBackend) apply(ctx context.Context, ops, table []ruleset.Op) err
 	} else {
 		b.accepted(t, ops)
 	}
-	if b.dial == nil && len(ops) > 0 {
-		b.gens.committed(base)
-	} else if b.dial == nil {
-		// Nothing written: the table is what the read before planning saw.
-		b.gens.settle(genReading{b.readGen, b.readGenKnown})
+	if b.dial == nil {
+		b.gens.after(ops, base)
 	}
 	return nil
 }

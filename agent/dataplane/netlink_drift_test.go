@@ -161,14 +161,11 @@ func TestKernelDriftAroundTheAgentsOwnCommitIsFound(t *testing.T) {
 
 // setCommitHook makes s's kernel backend run hook right after each of its transactions commits.
 func setCommitHook(t *testing.T, s *Syncer, hook func()) {
-	switch b := s.back.(type) {
-	case *netlinkBackend:
-		b.committed = hook
-	case *nftKernelBackend:
-		b.committed = hook
-	default:
-		t.Fatalf("backend %T has no commit hook", b)
+	k, ok := s.back.(keepsGenerations)
+	if !ok {
+		t.Fatalf("backend %T has no commit hook", s.back)
 	}
+	k.generations().hook = hook
 }
 
 // TestKernelNoDriftOverRandomIncrementalSyncs replays random changes (endpoints, affinity,

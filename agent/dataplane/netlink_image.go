@@ -40,10 +40,8 @@ func (b *netlinkBackend) read(ctx context.Context) (*tableImage, speller, error)
 		img, err := b.list(ctx)
 		return img, sp, err
 	}
-	// The generation before the listing: a write after it makes the next drift check look.
-	gen, genErr := generation()
+	b.gens.noteRead()
 	img, err := readNetlinkTable(b.table, b.model.size)
-	b.readGen, b.readGenKnown = gen, genErr == nil
 	return img, sp, err
 }
 

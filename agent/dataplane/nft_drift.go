@@ -39,39 +39,25 @@ func NewKernelNft(nft knftables.Interface, opts Options) (*Syncer, error) {
 // sync reads its table over netlink (see netlink_image.go).
 type nftKernelBackend struct {
 	knftablesBackend
-	fam          family
-	mu           sync.Mutex
-	model        *tableModel
-	gens         *genTracker
-	readGen      uint32
-	readGenKnown bool
-	// committed: as the netlink backend's.
-	committed func()
+	fam   family
+	mu    sync.Mutex
+	model *tableModel
+	gens  *genTracker
 }
 
 func (k *nftKernelBackend) apply(ctx context.Context, ops, table []ruleset.Op) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var base genReading
-	if len(ops) > 0 {
-		base = commitBase(ops, table, k.gens.current(), genReading{k.readGen, k.readGenKnown})
-	}
+	base := k.gens.before(ops, table)
 	if err := k.knftablesBackend.apply(ctx, ops, table); err != nil {
 		return err
-	}
-	if len(ops) > 0 && k.committed != nil {
-		k.committed()
 	}
 	if table != nil {
 		k.model.reset(table)
 	} else {
 		k.model.apply(ops)
 	}
-	if len(ops) == 0 {
-		k.gens.settle(genReading{k.readGen, k.readGenKnown})
-		return nil
-	}
-	k.gens.committed(base)
+	k.gens.after(ops, base)
 	return nil
 }
 
@@ -85,9 +71,8 @@ func (k *nftKernelBackend) read(ctx context.Context) (*tableImage, speller, erro
 	if k.fam.rs == ruleset.IPv6 {
 		table.Family = nftables.TableFamilyIPv6
 	}
-	gen, genErr := generation()
+	k.gens.noteRead()
 	img, err := readNetlinkTable(table, k.model.size)
-	k.readGen, k.readGenKnown = gen, genErr == nil
 	return img, netlinkSpeller{fam: k.fam, table: table, nft: true}, err
 }
 

@@ -199,8 +199,8 @@ func NewWithBackend(back Backend, opts Options) (*Syncer, error) {
 			return nil, fmt.Errorf("dataplane: invalid pod CIDR %v", p)
 		}
 	}
-	if g, ok := back.(interface{ shareGenerations(*Generations) }); ok && opts.Generations != nil {
-		g.shareGenerations(opts.Generations)
+	if k, ok := back.(keepsGenerations); ok && opts.Generations != nil {
+		k.generations().g = opts.Generations // before the first sync: nothing known to carry over
 	}
 	s := &Syncer{back: back, pl: planner{fam: fam, opts: opts}, state: newState(), needFull: true}
 	s.scratch.hasher.h.SetSeed(maphash.MakeSeed())
