@@ -106,6 +106,7 @@ func (o *options) managerOptions() ctrl.Options {
 		// lets the next replica of a rolling upgrade lead at once instead of after the lease runs out.
 		LeaderElectionReleaseOnCancel: true,
 		Cache:                         endpointslice.CacheOptions(),
+		MapperProvider:                apiclient.MapperProvider,
 	}
 }
 

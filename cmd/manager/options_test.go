@@ -4,10 +4,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/endpointslice"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 )
@@ -153,5 +155,12 @@ func TestBrokerKubeconfigOptional(t *testing.T) {
 	}
 	if o.mcs.Enabled() {
 		t.Fatal("multi-cluster services on without a broker kubeconfig")
+	}
+}
+
+func TestManagerRemembersMappings(t *testing.T) {
+	got := (&options{}).managerOptions().MapperProvider
+	if reflect.ValueOf(got).Pointer() != reflect.ValueOf(apiclient.MapperProvider).Pointer() {
+		t.Error("the manager maps kinds with controller-runtime's dynamic mapper alone; every request walks every API group's mappings")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -151,16 +152,7 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 	}
 	gate := &reconnect.Gate{Server: "broker", Interval: interval, Answered: w.outage.observe,
 		Probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
-	w.broker, err = cluster.New(cachedConfig, func(o *cluster.Options) {
-		o.Scheme = brokerScheme
-		o.Logger = w.log.WithName("broker")
-		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
-		// Every member's records and slice copies, as the member cache keeps its own objects:
-		// nothing reads who wrote which field, and an update sent without managed fields
-		// keeps the ones the broker has.
-		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
-		o.Cache.NewInformer = gate.NewInformer
-	})
+	w.broker, err = cluster.New(cachedConfig, w.brokerClusterOptions(brokerScheme, gate))
 	if err != nil {
 		return nil, fmt.Errorf("broker cluster: %w", err)
 	}
@@ -171,6 +163,22 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 		return nil, fmt.Errorf("field indexes: %w", err)
 	}
 	return direct, nil
+}
+
+// brokerClusterOptions shape the broker cluster: its cache holds the broker namespace only and
+// waits out an outage at gate.
+func (w *wiring) brokerClusterOptions(scheme *runtime.Scheme, gate *reconnect.Gate) cluster.Option {
+	return func(o *cluster.Options) {
+		o.Scheme = scheme
+		o.Logger = w.log.WithName("broker")
+		o.MapperProvider = apiclient.MapperProvider
+		o.Cache.DefaultNamespaces = map[string]cache.Config{w.opts.BrokerNamespace: {}}
+		// Every member's records and slice copies, as the member cache keeps its own objects:
+		// nothing reads who wrote which field, and an update sent without managed fields
+		// keeps the ones the broker has.
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+		o.Cache.NewInformer = gate.NewInformer
+	}
 }
 
 func (w *wiring) controllerOptions() controller.Options {
