@@ -41,7 +41,7 @@ type membership struct {
 	mu          sync.RWMutex
 	verdict     liveness.Verdict
 	starts      liveness.Starts
-	subscribers []chan event.GenericEvent
+	subscribers []subscriber
 	// leasesRead is set by the first reading of the Leases: until then, which members are still
 	// publishing is unknown (Publishing is empty only for want of knowing).
 	leasesRead bool
@@ -82,13 +82,32 @@ func (m *membership) PublishingKnown() bool {
 	return m.leasesRead || m.initialWait == 0
 }
 
+// subscriber is a channel announcements are sent on; releases says whether it is also told when
+// new imports held back for members' first publications may go ahead.
+type subscriber struct {
+	ch       chan event.GenericEvent
+	releases bool
+}
+
 // subscribe returns a channel on which the clusters whose liveness flipped are announced, as
-// GenericEvents carrying a Lease stub labelled with the cluster (unlabelled: every cluster).
+// GenericEvents carrying a Lease stub labelled with the cluster (unlabelled: every cluster),
+// and every cluster when the new imports held back for first publications may go ahead.
 func (m *membership) subscribe() chan event.GenericEvent {
+	return m.addSubscriber(true)
+}
+
+// subscribeLiveness is subscribe without the releases of held-back imports: for a controller
+// that reads IsLive alone (the export controller's conflicts), to which a release is a sweep
+// of every Service that changes nothing.
+func (m *membership) subscribeLiveness() chan event.GenericEvent {
+	return m.addSubscriber(false)
+}
+
+func (m *membership) addSubscriber(releases bool) chan event.GenericEvent {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch := make(chan event.GenericEvent, 256)
-	m.subscribers = append(m.subscribers, ch)
+	m.subscribers = append(m.subscribers, subscriber{ch: ch, releases: releases})
 	return ch
 }
 
@@ -122,22 +141,25 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		// Records arrive without a Lease event: count them again shortly.
 		result.RequeueAfter = recordsCatchUpPoll
 	}
+	// New imports held back wait for every peer still publishing (importplan's waitingFor), so
+	// they can go ahead only once none is left: releasing them earlier would run every held
+	// import again to hold it back again, once per member that finishes.
+	release := false
 	if finished := finishedStarts(waitedBefore, waiting); len(finished) > 0 {
-		logger.Info("members published their first exports, or were waited for long enough; imports held back for them go ahead",
-			"clusters", finished, "stillWaitingFor", waiting)
-		// The imports held back are not known here, and may be of any Service.
-		change.Everyone = true
+		release = !waitsForPeers(waiting, m.self)
+		logger.Info("members published their first exports, or were waited for long enough",
+			"clusters", finished, "stillWaitingFor", waiting, "heldImportsGoAhead", release)
 	}
 	if firstReading && m.initialWait > 0 {
-		// New imports held back until now, for want of knowing who publishes, go ahead or
-		// go on waiting for the members still publishing.
-		change.Everyone = true
+		// New imports held back until now, for want of knowing who publishes, go ahead unless
+		// peers are still publishing (then the last one's end releases them).
+		release = release || !waitsForPeers(waiting, m.self)
 	}
 
 	for cluster, live := range next.Live {
 		clusterLive.WithLabelValues(m.self, cluster).Set(boolGauge(live))
 	}
-	if change.Empty() {
+	if change.Empty() && !release {
 		return result, nil
 	}
 	for _, cluster := range change.Clusters {
@@ -155,31 +177,49 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 	}
-	if err := announce(ctx, subscribers, change); err != nil {
+	if err := announce(ctx, subscribers, change, release); err != nil {
 		return reconcile.Result{}, err
 	}
 	return result, nil
 }
 
-// announce tells every subscriber of the change: one announcement naming no cluster when
-// everyone's Services are concerned, and one per cluster whose liveness flipped.
-func announce(ctx context.Context, subscribers []chan event.GenericEvent, change liveness.Change) error {
-	announcements := make([]event.GenericEvent, 0, len(change.Clusters)+1)
-	if change.Everyone {
-		announcements = append(announcements, event.GenericEvent{Object: &coordinationv1.Lease{}})
+// waitsForPeers says whether a member other than self is among those still waited for.
+func waitsForPeers(waiting []string, self string) bool {
+	return slices.ContainsFunc(waiting, func(c string) bool { return c != self })
+}
+
+// announce tells every subscriber of the liveness change: one announcement naming no cluster
+// when everyone's Services are concerned, and one per cluster whose liveness flipped. Those
+// told of releases hear of every Service as well when release is set.
+func announce(ctx context.Context, subscribers []subscriber, change liveness.Change, release bool) error {
+	for _, sub := range subscribers {
+		everyone := change.Everyone || (release && sub.releases)
+		if err := send(ctx, sub.ch, announcements(change.Clusters, everyone)); err != nil {
+			return err
+		}
 	}
-	for _, cluster := range change.Clusters {
-		announcements = append(announcements, event.GenericEvent{Object: &coordinationv1.Lease{
+	return nil
+}
+
+func announcements(clusters []string, everyone bool) []event.GenericEvent {
+	out := make([]event.GenericEvent, 0, len(clusters)+1)
+	if everyone {
+		out = append(out, event.GenericEvent{Object: &coordinationv1.Lease{}})
+	}
+	for _, cluster := range clusters {
+		out = append(out, event.GenericEvent{Object: &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1alpha1.LabelSourceCluster: cluster}},
 		}})
 	}
-	for _, ch := range subscribers {
-		for _, a := range announcements {
-			select {
-			case ch <- a:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+	return out
+}
+
+func send(ctx context.Context, ch chan event.GenericEvent, announcements []event.GenericEvent) error {
+	for _, a := range announcements {
+		select {
+		case ch <- a:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil

@@ -220,7 +220,7 @@ func (w *wiring) addExports() error {
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
 		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](w.self)))).
-		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
+		WatchesRawSource(source.Channel(w.members.subscribeLiveness(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		WatchesRawSource(source.Channel(w.outage.resumedExports(), &handler.EnqueueRequestForObject{})).
 		Complete(exports)
 	if err != nil {
