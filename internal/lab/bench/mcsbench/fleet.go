@@ -50,6 +50,19 @@ type fleetOptions struct {
 	// profileDir, when set, receives CPU profiles and request counts of the bulk start, the
 	// join and their write floors, and the managers' logs.
 	profileDir string
+	// logsDir, when set, keeps the managers' logs, in a folder named after the size.
+	logsDir string
+}
+
+// keptLogs is where the managers' logs are kept once the set is gone ("": nowhere).
+func (o fleetOptions) keptLogs() string {
+	switch {
+	case o.logsDir != "":
+		return filepath.Join(o.logsDir, fmt.Sprintf("%dx%d", o.members, o.services))
+	case o.profileDir != "":
+		return filepath.Join(o.profileDir, "logs")
+	}
+	return ""
 }
 
 // fleet is one running measurement.
@@ -71,10 +84,10 @@ func measureFleet(ctx context.Context, o fleetOptions) (res *fleetResult, err er
 		return nil, err
 	}
 	defer os.RemoveAll(workdir)
-	if o.profileDir != "" {
-		// The managers' logs, beside the profiles, time each one's first writes.
+	if kept := o.keptLogs(); kept != "" {
+		// The managers' logs time each one's first writes and say what they waited for.
 		defer func() {
-			err = errors.Join(err, os.CopyFS(filepath.Join(o.profileDir, "logs"), os.DirFS(filepath.Join(workdir, "logs"))))
+			err = errors.Join(err, os.CopyFS(kept, os.DirFS(filepath.Join(workdir, "logs"))))
 		}()
 	}
 	began := time.Now()

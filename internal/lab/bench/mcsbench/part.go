@@ -37,6 +37,7 @@ type settings struct {
 	fleetChanges int
 	fleetOutage  time.Duration
 	fleetProfile string
+	fleetLogs    string
 }
 
 var (
@@ -86,6 +87,7 @@ func Part() bench.Part {
 			fs.DurationVar(&o.fleetOutage, "multicluster-fleet-outage", 0,
 				fmt.Sprintf("multicluster part: how long the light set's broker is down (default %s, %s with --quick)", fullFleetOutage, quickFleetOutage))
 			fs.StringVar(&o.fleetProfile, "multicluster-fleet-profile-dir", "", "multicluster part: write CPU profiles of the light set's API servers and managers, the requests each API server served, through the bulk start, the join and their write floors, and the managers' logs, there (go tool pprof reads the profiles)")
+			fs.StringVar(&o.fleetLogs, "multicluster-fleet-logs-dir", "", "multicluster part: keep the light set's logs (managers, API servers) there, one folder per size (removed with the set otherwise; --multicluster-fleet-profile-dir keeps them too)")
 			fs.StringSliceVar(&o.managerArgs, "multicluster-manager-args", nil, "multicluster part: extra flags for every light member's manager (tuned runs; the headline runs use none)")
 			fs.DurationVar(&o.timeout, "multicluster-timeout", 0, "multicluster part: how long each phase may take "+bench.PhaseTimeoutHelp)
 		},
@@ -161,7 +163,7 @@ func (o *settings) run(ctx context.Context, env bench.Env) (*bench.Report, error
 		res, err := measureFleet(ctx, fleetOptions{
 			members: members, services: fleetServices, samples: min(samples, fleetServices), joinSamples: min(25, fleetServices),
 			lease: fleetLease, changeEvery: o.changeEvery, restartQuiet: 15 * time.Second, timeout: env.PhaseTimeout(o.timeout),
-			changes: changes, outage: outage, profileDir: o.fleetProfile,
+			changes: changes, outage: outage, profileDir: o.fleetProfile, logsDir: o.fleetLogs,
 			managerArgs: o.managerArgs, manager: manager, log: env.Log, seed: o.seed,
 		})
 		if err != nil {

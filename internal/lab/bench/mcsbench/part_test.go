@@ -58,3 +58,21 @@ func TestReportTables(t *testing.T) {
 		t.Fatalf("withdrawal row = %v", w)
 	}
 }
+
+// The managers' logs are kept where asked, one folder per size so that a run of several sizes
+// keeps them all, and beside the profiles when only those are asked for.
+func TestManagerLogsAreKeptWhereAsked(t *testing.T) {
+	for _, c := range []struct {
+		o    fleetOptions
+		want string
+	}{
+		{fleetOptions{members: 3, services: 1000}, ""},
+		{fleetOptions{members: 3, services: 1000, profileDir: "/p"}, "/p/logs"},
+		{fleetOptions{members: 10, services: 1000, logsDir: "/l"}, "/l/10x1000"},
+		{fleetOptions{members: 10, services: 1000, logsDir: "/l", profileDir: "/p"}, "/l/10x1000"},
+	} {
+		if got := c.o.keptLogs(); got != c.want {
+			t.Errorf("%+v: logs kept in %q, want %q", c.o, got, c.want)
+		}
+	}
+}
