@@ -144,17 +144,15 @@ func (m *membership) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	// New imports held back wait for every peer still publishing (importplan's waitingFor), so
 	// they can go ahead only once none is left: releasing them earlier would run every held
 	// import again to hold it back again, once per member that finishes.
-	release := false
-	if finished := finishedStarts(waitedBefore, waiting); len(finished) > 0 {
-		release = !waitsForPeers(waiting, m.self)
+	goAhead := !waitsForPeers(waiting, m.self)
+	finished := finishedStarts(waitedBefore, waiting)
+	if len(finished) > 0 {
 		logger.Info("members published their first exports, or were waited for long enough",
-			"clusters", finished, "stillWaitingFor", waiting, "heldImportsGoAhead", release)
+			"clusters", finished, "stillWaitingFor", waiting, "heldImportsGoAhead", goAhead)
 	}
-	if firstReading && m.initialWait > 0 {
-		// New imports held back until now, for want of knowing who publishes, go ahead unless
-		// peers are still publishing (then the last one's end releases them).
-		release = release || !waitsForPeers(waiting, m.self)
-	}
+	// Imports are held for a start that has now finished, or, until the first reading, for
+	// want of knowing who publishes.
+	release := goAhead && (len(finished) > 0 || (firstReading && m.initialWait > 0))
 
 	for cluster, live := range next.Live {
 		clusterLive.WithLabelValues(m.self, cluster).Set(boolGauge(live))

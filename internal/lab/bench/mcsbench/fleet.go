@@ -50,11 +50,12 @@ type fleetOptions struct {
 	// profileDir, when set, receives CPU profiles and request counts of the bulk start, the
 	// join and their write floors, and the managers' logs.
 	profileDir string
-	// logsDir, when set, keeps the managers' logs, in a folder named after the size.
+	// logsDir, when set, keeps the set's logs (managers, API servers), in a folder named after
+	// the size.
 	logsDir string
 }
 
-// keptLogs is where the managers' logs are kept once the set is gone ("": nowhere).
+// keptLogs is where the set's logs are kept once the set is gone ("": nowhere).
 func (o fleetOptions) keptLogs() string {
 	switch {
 	case o.logsDir != "":
