@@ -66,3 +66,25 @@ func TestComebackChecksNameWritesForUnchangedObjects(t *testing.T) {
 		t.Fatalf("comeback rows = %v", table.Rows)
 	}
 }
+
+// A comeback is timed to the last change's first arrival in any member, as the watches saw it,
+// not to when the bench looked: the broker's readiness check, which the bench waits for first,
+// may pass after every member has imported every change.
+func TestComebackIsTimedToTheLastArrival(t *testing.T) {
+	f := threeMembers(4)
+	f.views = []*memberView{newMemberView(), newMemberView(), newMemberView()}
+	changes := []fleetChange{{0, 0}, {1, 1}}
+	start := time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC)
+	for m, v := range f.views {
+		for i, c := range changes {
+			key := arrivalKey(fleetService(c.service), f.set.IDs[c.member], memberAddress(c.member, c.service, comebackAddress))
+			v.firstReady[key] = start.Add(time.Duration(10*m+i) * time.Second)
+		}
+	}
+	if got, want := f.lastArrival(changes, f.others()), start.Add(21*time.Second); !got.Equal(want) {
+		t.Fatalf("last arrival %v, want %v (the second change in the third member)", got, want)
+	}
+	if got, want := f.lastArrival(changes, []int{0, 1}), start.Add(11*time.Second); !got.Equal(want) {
+		t.Fatalf("last arrival in the first two members %v, want %v", got, want)
+	}
+}

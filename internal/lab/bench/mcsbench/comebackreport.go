@@ -170,8 +170,10 @@ func comebackNote(r *fleetResult) string {
 		"of the imported slice in every member (each imports its own exports too), plus the restarted API server's own "+
 		"writes while starting, measured when it restarted before any manager ran (broker: %s; %s: %s; the `kubernetes` "+
 		"Service's endpoints); anything else, or fewer, is listed, 409s included. The broker's comeback is timed from "+
-		"its start, since the managers write to it before its readiness check passes, against its own restart with no "+
-		"manager running plus the write floor of the changes. The member restart has no write floor, "+
+		"its start, since the managers write to it before its readiness check passes, to the last change's arrival as the "+
+		"members' watches saw it (the readiness check, in the stop -> serving column, may pass later: its bootstrap hooks "+
+		"run slowly while the members write), against its own restart with no manager running plus the write floor of "+
+		"the changes. The member restart has no write floor, "+
 		"since nothing changed: its floor is the same API server's restart measured before any manager ran plus the p50 "+
 		"single change of the propagation phase; its time ends when the change made in the member arrived everywhere, "+
 		"which takes its manager's caches of its own API server watching again. Its Lease lives in the broker and is "+

@@ -151,7 +151,7 @@ func (f *fleet) bulkStart(ctx context.Context) error {
 	if err := f.set.StartManagers(); err != nil {
 		return err
 	}
-	profile, err := f.startProfile(ctx, "bulk", 30)
+	profile, err := f.startProfile(ctx, "bulk", 30, "")
 	if err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (f *fleet) join(ctx context.Context) error {
 	if err := f.set.StartManagers(id); err != nil {
 		return err
 	}
-	profile, err := f.startProfile(ctx, "join", 15)
+	profile, err := f.startProfile(ctx, "join", 15, "")
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func (f *fleet) measureFloor(ctx context.Context, namespace string, work floorWo
 	if err != nil {
 		return 0, 0, err
 	}
-	profile, err := f.startProfile(ctx, namespace, 10)
+	profile, err := f.startProfile(ctx, namespace, 10, "")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetslice/fleetslice/controllers/reconnect"
 	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
 )
 
@@ -36,8 +37,9 @@ type phaseProfile struct {
 
 // startProfile begins profiling the set's API servers for the first seconds of a phase (which
 // should end before the phase does, or the profile holds idle time); it does nothing without a
-// profile directory.
-func (f *fleet) startProfile(ctx context.Context, phase string, seconds int) (*phaseProfile, error) {
+// profile directory. The API server named restarting (none if empty) is being started again: its
+// profile begins once it answers, and all it served since its start counts.
+func (f *fleet) startProfile(ctx context.Context, phase string, seconds int, restarting string) (*phaseProfile, error) {
 	if f.o.profileDir == "" {
 		return nil, nil
 	}
@@ -46,6 +48,10 @@ func (f *fleet) startProfile(ctx context.Context, phase string, seconds int) (*p
 	}
 	p := &phaseProfile{f: f, phase: phase, seconds: seconds}
 	for _, c := range f.clusters() {
+		if c.Name == restarting {
+			p.before = append(p.before, nil) // its counters begin at zero
+			continue
+		}
 		raw, err := apimetrics.Scrape(ctx, c.Config)
 		if err != nil {
 			return nil, err
@@ -103,7 +109,8 @@ func (p *phaseProfile) finish(ctx context.Context) error {
 	return errors.Join(append(p.errs, os.WriteFile(path, []byte(out.String()), 0o644))...)
 }
 
-// apiServerProfile asks an API server for a CPU profile of seconds.
+// apiServerProfile asks an API server for a CPU profile of seconds, waiting up to a minute for
+// one being started again to answer.
 func apiServerProfile(ctx context.Context, cfg *rest.Config, seconds int) ([]byte, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = time.Duration(2*seconds) * time.Second
@@ -111,7 +118,16 @@ func apiServerProfile(ctx context.Context, cfg *rest.Config, seconds int) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	return cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+	var raw []byte
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		raw, last = cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).DoRaw(ctx)
+		return !reconnect.Unreachable(last), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("not answering: %w (last: %v)", err, last)
+	}
+	return raw, last
 }
 
 // managerProfile asks a manager serving pprof on addr for a CPU profile of seconds, waiting a
