@@ -7,9 +7,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
@@ -30,6 +34,19 @@ func brokerObjectToService[T client.Object](onlyCluster string) func(context.Con
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	}
+}
+
+// brokerKind is a source of one kind of broker object for the export and import controllers:
+// every event but an update that changed nothing. The broker cache lists everything again when
+// it watches anew, as after the broker's API server restarts (a new watch cache cannot resume a
+// watch begun before it), and every unchanged object of that list comes as an update: each would
+// run its Service's export and import once more, in every member at once, at the moment the
+// members' writes of what did change need the CPU, and none of them would write. What changed
+// while the cache did not watch comes with a new resource version, and what went away as a
+// delete. The members' own objects, which the same controllers read, keep controller-runtime's
+// periodic resync.
+func brokerKind[T client.Object](c cache.Cache, obj T, h handler.TypedEventHandler[T, reconcile.Request]) source.TypedSyncingSource[reconcile.Request] {
+	return source.Kind(c, obj, h, predicate.TypedResourceVersionChangedPredicate[T]{})
 }
 
 // sourceSliceToService maps a local slice of a Service to that Service's export.

@@ -216,9 +216,9 @@ func (w *wiring) addExports() error {
 		For(&mcsv1beta1.ServiceExport{}).
 		Watches(&corev1.Service{}, &handler.EnqueueRequestForObject{}).
 		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(sourceSliceToService)).
-		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
+		WatchesRawSource(brokerKind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
-		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
+		WatchesRawSource(brokerKind(brokerCache, &discoveryv1.EndpointSlice{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*discoveryv1.EndpointSlice](w.self)))).
 		WatchesRawSource(source.Channel(w.members.subscribeLiveness(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		WatchesRawSource(source.Channel(w.outage.resumedExports(), &handler.EnqueueRequestForObject{})).
@@ -249,9 +249,9 @@ func (w *wiring) addImports() error {
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport)).
 		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
-		WatchesRawSource(source.Kind(brokerCache, &v1alpha1.ServiceExportRecord{},
+		WatchesRawSource(brokerKind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
-		WatchesRawSource(source.Kind(brokerCache, &discoveryv1.EndpointSlice{},
+		WatchesRawSource(brokerKind(brokerCache, &discoveryv1.EndpointSlice{},
 			endpointChangesFirst(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
 		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{}, demandHandler, demandChanged)).
