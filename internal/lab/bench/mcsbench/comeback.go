@@ -83,11 +83,12 @@ func (f *fleet) brokerComeback(ctx context.Context) error {
 		}
 	}
 	f.logf("broker down %s with %d changes made meanwhile; starting it again", time.Since(stopped).Round(time.Millisecond), len(changes))
-	starting := time.Now()
+	// The profile's scrapes of the members come before the clock starts, not inside the time.
 	profile, err := f.startProfile(ctx, "broker-comeback", comebackProfileSeconds, lightset.BrokerName)
 	if err != nil {
 		return err
 	}
+	starting := time.Now()
 	if err := f.set.StartAPIServer(ctx, lightset.BrokerName); err != nil {
 		return err
 	}
@@ -183,15 +184,7 @@ func (f *fleet) waitArrived(ctx context.Context, changes []fleetChange, to []int
 		if err := f.set.ManagersRunning(); err != nil {
 			return false, err
 		}
-		missing := 0
-		for _, c := range changes {
-			address := memberAddress(c.member, c.service, comebackAddress)
-			for _, m := range to {
-				if _, ok := f.views[m].arrived(fleetService(c.service), f.set.IDs[c.member], address); !ok {
-					missing++
-				}
-			}
-		}
+		missing, _ := f.arrivals(changes, to)
 		if missing > 0 && time.Since(last) > 5*time.Second {
 			f.logf("%d of %d arrivals still missing", missing, len(changes)*len(to))
 			last = time.Now()
@@ -200,18 +193,28 @@ func (f *fleet) waitArrived(ctx context.Context, changes []fleetChange, to []int
 	})
 }
 
-// lastArrival is when the last of changes was first listed ready in the imports of a member in
-// to, as the members' watches saw it: once waitArrived has returned, every one arrived.
-func (f *fleet) lastArrival(changes []fleetChange, to []int) time.Time {
-	var last time.Time
+// arrivals is how many of changes are not yet listed ready in the imports of each member in to,
+// and when the last of those that are was first listed there, as the members' watches saw it.
+func (f *fleet) arrivals(changes []fleetChange, to []int) (missing int, last time.Time) {
 	for _, c := range changes {
 		address := memberAddress(c.member, c.service, comebackAddress)
 		for _, m := range to {
-			if at, ok := f.views[m].arrived(fleetService(c.service), f.set.IDs[c.member], address); ok && at.After(last) {
+			at, ok := f.views[m].arrived(fleetService(c.service), f.set.IDs[c.member], address)
+			switch {
+			case !ok:
+				missing++
+			case at.After(last):
 				last = at
 			}
 		}
 	}
+	return missing, last
+}
+
+// lastArrival is when the last of changes was first listed ready in the imports of a member in
+// to: once waitArrived has returned, every one arrived.
+func (f *fleet) lastArrival(changes []fleetChange, to []int) time.Time {
+	_, last := f.arrivals(changes, to)
 	return last
 }
 

@@ -87,4 +87,8 @@ func TestComebackIsTimedToTheLastArrival(t *testing.T) {
 	if got, want := f.lastArrival(changes, []int{0, 1}), start.Add(11*time.Second); !got.Equal(want) {
 		t.Fatalf("last arrival in the first two members %v, want %v", got, want)
 	}
+	delete(f.views[2].firstReady, arrivalKey(fleetService(1), f.set.IDs[1], memberAddress(1, 1, comebackAddress)))
+	if missing, last := f.arrivals(changes, f.others()); missing != 1 || !last.Equal(start.Add(20*time.Second)) {
+		t.Fatalf("with one change not arrived in the third member: %d missing, last %v; want 1, %v", missing, last, start.Add(20*time.Second))
+	}
 }
