@@ -188,13 +188,13 @@ func (r *exportReconciler) reportPublishFailure(ctx context.Context, export *mcs
 func (r *exportReconciler) conflictOf(ctx context.Context, own merge.Record) merge.ClusterConflict {
 	records := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, records, client.InNamespace(r.brokerNamespace),
-		client.MatchingFields{indexBrokerService: serviceKey(own.ServiceNamespace, own.ServiceName)}, readOnly); err != nil {
+		client.MatchingFields{indexTrustedRecord: serviceKey(own.ServiceNamespace, own.ServiceName)}, readOnly); err != nil {
 		log.FromContext(ctx).Error(err, "listing peer records; judging conflicts on this export alone")
 	}
 	specs := []merge.Record{own}
 	for i := range records.Items {
 		spec := records.Items[i].Spec
-		if spec.ClusterID == r.self || !trustworthy(&records.Items[i]) || !r.members.IsLive(spec.ClusterID) {
+		if spec.ClusterID == r.self || !r.members.IsLive(spec.ClusterID) {
 			continue
 		}
 		specs = append(specs, spec)

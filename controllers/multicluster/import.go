@@ -46,6 +46,8 @@ type importReconciler struct {
 	// written holds back a reconcile whose cache lacks its own last writes of an import: its
 	// imported slices, ServiceImport and derived Service.
 	written *writtenSlices
+	// leases remembers what each member Lease publishes between syncs.
+	leases leaseMembers
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete

@@ -14,9 +14,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterselect"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/locality"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/merge"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
@@ -115,41 +113,29 @@ func getOptional[T client.Object](ctx context.Context, c client.Reader, key type
 	return obj, nil
 }
 
-// records returns the broker records of one exported Service, skipping any whose spec does not
-// match its labels.
+// records returns the trustworthy broker records of one exported Service (see trustworthy).
 func (r *importReconciler) records(ctx context.Context, key types.NamespacedName) ([]merge.Record, error) {
 	list := &v1alpha1.ServiceExportRecordList{}
 	if err := r.broker.List(ctx, list, client.InNamespace(r.brokerNamespace),
-		client.MatchingFields{indexBrokerService: serviceKey(key.Namespace, key.Name)}, readOnly); err != nil {
+		client.MatchingFields{indexTrustedRecord: serviceKey(key.Namespace, key.Name)}, readOnly); err != nil {
 		return nil, fmt.Errorf("broker records: %w", err)
 	}
 	out := make([]merge.Record, 0, len(list.Items))
 	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp == nil && trustworthy(&list.Items[i]) {
+		if list.Items[i].DeletionTimestamp == nil {
 			out = append(out, list.Items[i].Spec)
 		}
 	}
 	return out, nil
 }
 
-// liveMembers returns every live member with the CPU its Lease publishes.
+// liveMembers returns every live member with the CPU and properties its Lease publishes.
 func (r *importReconciler) liveMembers(ctx context.Context) ([]locality.Member, error) {
 	leases := &coordinationv1.LeaseList{}
 	if err := r.broker.List(ctx, leases, client.InNamespace(r.brokerNamespace), readOnly); err != nil {
 		return nil, fmt.Errorf("broker Leases: %w", err)
 	}
-	var out []locality.Member
-	for i := range leases.Items {
-		l, ok := liveness.FromLease(&leases.Items[i], 0)
-		if !ok || !r.members.IsLive(l.Cluster) {
-			continue
-		}
-		m := locality.Member{Name: l.Cluster}
-		m.CPU, m.HasCPU = locality.NodeCPUFromAnnotations(leases.Items[i].Annotations)
-		m.Properties, _ = clusterselect.ParseProperties(leases.Items[i].Annotations[v1alpha1.AnnotationClusterProperties])
-		out = append(out, m)
-	}
-	return out, nil
+	return r.leases.live(leases.Items, r.members.IsLive), nil
 }
 
 // importSources returns the source slices of the live exporting clusters: this cluster's own

@@ -1,10 +1,13 @@
 package multicluster
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
@@ -39,5 +42,38 @@ func TestTrustworthyRecords(t *testing.T) {
 				t.Fatalf("trustworthy = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSyncsReadOnlyTrustworthyRecords: an import's sync finds a Service's records through the
+// index of trustworthy ones (as the export's conflict check does), so a record the index left
+// out takes no part in it, and every trustworthy one does.
+func TestSyncsReadOnlyTrustworthyRecords(t *testing.T) {
+	record := func(cluster, service string) *v1alpha1.ServiceExportRecord {
+		return &v1alpha1.ServiceExportRecord{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "broker", Name: names.RecordName(cluster, "shop", service), Labels: names.RecordLabels(cluster, "shop", service)},
+			Spec:       v1alpha1.ServiceExportRecordSpec{ClusterID: cluster, ServiceNamespace: "shop", ServiceName: service, Type: "ClusterSetIP"},
+		}
+	}
+	east, west := record("east", "web"), record("west", "web")
+	disguised := record("north", "web")
+	disguised.Spec.ClusterID = "east" // labelled as north, speaking for east
+	broker := brokerFake(t, nil, east, west, disguised)
+
+	imports := &importReconciler{broker: broker, brokerNamespace: "broker", self: "west"}
+	got, err := imports.records(context.Background(), types.NamespacedName{Namespace: "shop", Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clusters []string
+	for _, r := range got {
+		clusters = append(clusters, r.ClusterID)
+	}
+	slices.Sort(clusters)
+	if !slices.Equal(clusters, []string{"east", "west"}) {
+		t.Fatalf("the import read the records of %v, want east and west only", clusters)
+	}
+	if keys := trustedRecordService(disguised); keys != nil {
+		t.Fatalf("the disguised record is indexed under %v", keys)
 	}
 }

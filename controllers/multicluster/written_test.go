@@ -155,6 +155,7 @@ func brokerFake(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) c
 	for name, fn := range brokerIndexes() {
 		b = b.WithIndex(&discoveryv1.EndpointSlice{}, name, fn).WithIndex(&v1alpha1.ServiceExportRecord{}, name, fn)
 	}
+	b = b.WithIndex(&v1alpha1.ServiceExportRecord{}, indexTrustedRecord, trustedRecordService)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
