@@ -131,6 +131,12 @@ func EachRequest(exposition []byte, fn func(verb, resource, code string, count i
 	})
 }
 
+// EachSeries calls fn with the labels and value of every series whose line begins with prefix
+// (a metric's name and "{"), in any Prometheus text exposition.
+func EachSeries(exposition []byte, prefix string, fn func(labels map[string]string, value float64)) error {
+	return eachSeries(exposition, prefix, fn)
+}
+
 func eachSeries(exposition []byte, prefix string, fn func(labels map[string]string, value float64)) error {
 	for line := range bytes.Lines(exposition) {
 		if !bytes.HasPrefix(line, []byte(prefix)) {

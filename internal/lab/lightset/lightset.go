@@ -38,8 +38,8 @@ type Options struct {
 	// ManagerArgs are added to every manager's command line (tuned runs; the headline runs add
 	// nothing, so every manager runs at its defaults).
 	ManagerArgs []string
-	// Pprof has every manager serve Go's pprof profiles on a loopback port of its own (see
-	// PprofAddress), for profiling a phase.
+	// Pprof has every manager serve Go's pprof profiles and its metrics on loopback ports of its
+	// own (see PprofAddress and MetricsAddress), for profiling a phase.
 	Pprof bool
 }
 
@@ -54,6 +54,7 @@ type Set struct {
 	mu       sync.Mutex
 	managers map[string]*localset.Process
 	pprof    map[string]string
+	metrics  map[string]string
 	// apiServers are the kube-apiservers StartAPIServer started again; stoppedAPIServers the
 	// command lines of those StopAPIServer stopped, by cluster name.
 	apiServers        map[string]*apiServer
@@ -70,7 +71,7 @@ func Start(ctx context.Context, opts Options) (_ *Set, err error) {
 	if opts.Members < 2 {
 		return nil, fmt.Errorf("a ClusterSet needs at least 2 members, asked for %d", opts.Members)
 	}
-	s := &Set{opts: opts, managers: map[string]*localset.Process{}, pprof: map[string]string{}, apiServers: map[string]*apiServer{}, stoppedAPIServers: map[string][]string{}}
+	s := &Set{opts: opts, managers: map[string]*localset.Process{}, pprof: map[string]string{}, metrics: map[string]string{}, apiServers: map[string]*apiServer{}, stoppedAPIServers: map[string][]string{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Stop())
@@ -140,8 +141,12 @@ func (s *Set) StartManagers(ids ...string) error {
 			if err != nil {
 				return err
 			}
-			args = append(args, "--pprof-bind-address", addr)
-			s.pprof[id] = addr
+			metrics, err := localset.FreeLoopbackAddress()
+			if err != nil {
+				return err
+			}
+			args = append(args, "--pprof-bind-address", addr, "--metrics-bind-address", metrics)
+			s.pprof[id], s.metrics[id] = addr, metrics
 		}
 		args = append(args, s.opts.ManagerArgs...)
 		p, err := localset.StartProcess(filepath.Join(s.opts.Workdir, "logs"), "manager-"+id, s.opts.Manager, args...)
@@ -170,6 +175,14 @@ func (s *Set) PprofAddress(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pprof[id]
+}
+
+// MetricsAddress is where the running manager of a member serves its metrics over plain HTTP,
+// "" without Options.Pprof.
+func (s *Set) MetricsAddress(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metrics[id]
 }
 
 // ManagerPIDs are the running managers' process ids by member.

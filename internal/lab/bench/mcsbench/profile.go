@@ -31,7 +31,10 @@ type phaseProfile struct {
 	phase    string
 	seconds  int
 	before   [][]byte
-	profiles sync.WaitGroup
+	// managersBefore are the managers' metrics when the phase began, by member (nil: a manager
+	// just started, whose counters begin at zero).
+	managersBefore map[string][]byte
+	profiles       sync.WaitGroup
 	errs     []error
 }
 
@@ -46,7 +49,12 @@ func (f *fleet) startProfile(ctx context.Context, phase string, seconds int, res
 	if err := os.MkdirAll(f.o.profileDir, 0o755); err != nil {
 		return nil, err
 	}
-	p := &phaseProfile{f: f, phase: phase, seconds: seconds}
+	p := &phaseProfile{f: f, phase: phase, seconds: seconds, managersBefore: map[string][]byte{}}
+	for _, id := range f.set.IDs {
+		if addr := f.set.MetricsAddress(id); addr != "" {
+			p.managersBefore[id], _ = managerMetrics(ctx, addr)
+		}
+	}
 	for _, c := range f.clusters() {
 		if c.Name == restarting {
 			p.before = append(p.before, nil) // its counters begin at zero
@@ -104,6 +112,7 @@ func (p *phaseProfile) finish(ctx context.Context) error {
 			fmt.Fprintf(&out, "%8d %s\n", served[key], key)
 		}
 	}
+	p.writeReconciles(ctx)
 	path := filepath.Join(p.f.o.profileDir, p.phase+"-requests.txt")
 	p.f.logf("%s: API server profiles and requests served in %s", p.phase, p.f.o.profileDir)
 	return errors.Join(append(p.errs, os.WriteFile(path, []byte(out.String()), 0o644))...)
@@ -176,4 +185,78 @@ func requestsBetween(before, after []byte) (map[string]int, error) {
 		}
 	}
 	return a, nil
+}
+
+// managerSeries are the manager metrics a phase's profile counts: syncs by controller and
+// result, and the events each controller's queue took in (of which the queue merged those for a
+// key already waiting).
+var managerSeries = []string{"controller_runtime_reconcile_total{", "workqueue_adds_total{"}
+
+// writeReconciles writes, per manager, how many syncs each controller ran and how many events
+// its queue took in while the phase's profiles were taken: the syncs a phase costs beside the
+// writes it makes. A manager that does not answer is left out.
+func (p *phaseProfile) writeReconciles(ctx context.Context) {
+	var out strings.Builder
+	for _, id := range p.f.set.IDs {
+		addr := p.f.set.MetricsAddress(id)
+		if addr == "" {
+			continue
+		}
+		after, err := managerMetrics(ctx, addr)
+		if err != nil {
+			fmt.Fprintf(&out, "# manager-%s: %v\n", id, err)
+			continue
+		}
+		fmt.Fprintf(&out, "# manager-%s\n", id)
+		for _, line := range countersBetween(p.managersBefore[id], after) {
+			out.WriteString(line + "\n")
+		}
+	}
+	path := filepath.Join(p.f.o.profileDir, p.phase+"-reconciles.txt")
+	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+		p.errs = append(p.errs, err)
+	}
+}
+
+// countersBetween lists the managerSeries two expositions differ by, one "metric labels delta"
+// line each, sorted.
+func countersBetween(before, after []byte) []string {
+	count := func(exposition []byte) map[string]float64 {
+		n := map[string]float64{}
+		for _, prefix := range managerSeries {
+			_ = apimetrics.EachSeries(exposition, prefix, func(labels map[string]string, value float64) {
+				key := strings.TrimSuffix(prefix, "{")
+				for _, name := range slices.Sorted(maps.Keys(labels)) {
+					key += " " + name + "=" + labels[name]
+				}
+				n[key] += value
+			})
+		}
+		return n
+	}
+	b, a := count(before), count(after)
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(a)) {
+		if d := a[key] - b[key]; d != 0 {
+			out = append(out, fmt.Sprintf("%-90s %8.0f", key, d))
+		}
+	}
+	return out
+}
+
+// managerMetrics reads a manager's metrics exposition.
+func managerMetrics(ctx context.Context, addr string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s", resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
