@@ -27,15 +27,15 @@ import (
 // of every API server, and every request each one served (reads too, by verb, resource and code),
 // which together say where the control planes' CPU beyond the write floor goes.
 type phaseProfile struct {
-	f        *fleet
-	phase    string
-	seconds  int
-	before   [][]byte
+	f       *fleet
+	phase   string
+	seconds int
+	before  [][]byte
 	// managersBefore are the managers' metrics when the phase began, by member (nil: a manager
 	// just started, whose counters begin at zero).
 	managersBefore map[string][]byte
 	profiles       sync.WaitGroup
-	errs     []error
+	errs           []error
 }
 
 // startProfile begins profiling the set's API servers for the first seconds of a phase (which
