@@ -89,13 +89,15 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 	if err != nil {
 		return fmt.Errorf("reading import %s: %w", key, err)
 	}
-	if r.cacheBehind(key, in) {
-		return errStaleCache
-	}
 	plan := importplan.Plan(in)
 	if plan.Skip != "" {
+		// Nothing is written, so a cache behind this controller's writes cannot mislead it;
+		// and the read stopped short of the slices cacheBehind asks about.
 		log.FromContext(ctx).V(1).Info("not importing", "serviceImport", key, "reason", plan.Skip)
 		return nil
+	}
+	if r.cacheBehind(key, in) {
+		return errStaleCache
 	}
 	if plan.Allocation != nil {
 		res := plan.Allocation.Result

@@ -56,6 +56,9 @@ func (r *importReconciler) read(ctx context.Context, key types.NamespacedName) (
 			return in, err
 		}
 	}
+	if len(in.Records) > 0 && importplan.SkipReason(in) != "" {
+		return in, nil // the plan writes nothing, whatever the rest says
+	}
 	derivedKey := types.NamespacedName{Namespace: key.Namespace, Name: names.DerivedServiceName(key.Namespace, key.Name)}
 	if in.Derived, err = getOptional(ctx, r.local, derivedKey, &corev1.Service{}); err != nil {
 		return in, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -372,7 +373,15 @@ func TestImportWritesNothingWhileTheCacheLacksItsServiceImport(t *testing.T) {
 	source.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}
 	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}
 	// west exports web itself: its record and copy go to the broker, its own slice is read locally.
-	broker := brokerFake(t, nil)
+	// A sync that waits reads no further than who is still publishing: no Leases for the
+	// allocation, no slices.
+	leaseReads := 0
+	broker := brokerFake(t, &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*coordinationv1.LeaseList); ok {
+			leaseReads++
+		}
+		return c.List(ctx, list, opts...)
+	}})
 	exporter := &exportReconciler{local: localFake(t, nil, source.DeepCopy()), broker: broker, brokerNamespace: "broker", self: "west",
 		writeTimeout: 5 * time.Second}
 	record := merge.Record{ClusterID: "west", ServiceNamespace: "shop", ServiceName: "web", Type: mcsv1beta1.ClusterSetIP,
@@ -399,10 +408,17 @@ func TestImportWritesNothingWhileTheCacheLacksItsServiceImport(t *testing.T) {
 
 	reconcile := importSteps(t, r, local, key)
 	reconcile("before the Leases were read, which say who is still publishing", 0, nil)
+	if leaseReads != 0 {
+		t.Fatalf("a sync that waits read the Leases %d times", leaseReads)
+	}
 	if _, err := members.Reconcile(ctx, membershipKey); err != nil {
 		t.Fatal(err)
 	}
+	leaseReads = 0
 	reconcile("web imported", 4, nil)
+	if leaseReads == 0 {
+		t.Fatal("the import was planned without reading the members' Leases")
+	}
 	reconcile("again before the cache shows any of it", 0, errStaleCache)
 	local.catchUpWith(t, &discoveryv1.EndpointSliceList{}, &corev1.ServiceList{})
 	reconcile("the cache shows the slice and the derived Service, not the import", 0, errStaleCache)

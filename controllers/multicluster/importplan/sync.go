@@ -128,23 +128,8 @@ func Plan(in Input) Sync {
 	if len(in.Records) == 0 {
 		return Sync{Teardown: teardown(in)}
 	}
-	var waiting []string
-	if in.Import == nil {
-		waiting = waitingFor(in)
-	}
-	switch {
-	case in.NamespaceMissing:
-		return Sync{Skip: "the namespace does not exist in this cluster"}
-	case in.NamespaceTerminating:
-		return Sync{Skip: "the namespace is being deleted"}
-	case in.Import != nil && in.Import.DeletionTimestamp != nil:
-		return Sync{Skip: "the ServiceImport is being deleted; its deletion brings the import back"}
-	case in.Import == nil && in.PublishingUnknown:
-		return Sync{Skip: "waiting for the members' Leases to be read: they say who is still publishing"}
-	case len(waiting) > 0:
-		// Created now, the import would be written again as each further exporter's record
-		// arrives; the membership controller enqueues it again once the wait is over.
-		return Sync{Skip: "waiting for " + strings.Join(waiting, ", ") + " to publish the exports they started with"}
+	if reason := SkipReason(in); reason != "" {
+		return Sync{Skip: reason}
 	}
 	merged := mergeLive(in.Records, in.Live)
 	s := Sync{merged: merged, records: in.Records, selection: planSelection(in, merged)}
@@ -155,6 +140,34 @@ func Plan(in Input) Sync {
 	s.Slices = sliceplan.Plan(desired, in.Imported)
 	s.present = len(desired) > 0
 	return s
+}
+
+// SkipReason says why a sync of an import that has records writes nothing, "" when it writes.
+// It reads only the records, the namespace, the ServiceImport and who is still publishing
+// (Records, Namespace*, Import, Publishing*, ExportedHere, Self), so a reader can stop there:
+// while members publish their first exports, most syncs of a bulk start end here, one per peer
+// record and slice copy that arrives, and reading the slices and Leases for them was most of
+// the import controller's CPU.
+func SkipReason(in Input) string {
+	var waiting []string
+	if in.Import == nil {
+		waiting = waitingFor(in)
+	}
+	switch {
+	case in.NamespaceMissing:
+		return "the namespace does not exist in this cluster"
+	case in.NamespaceTerminating:
+		return "the namespace is being deleted"
+	case in.Import != nil && in.Import.DeletionTimestamp != nil:
+		return "the ServiceImport is being deleted; its deletion brings the import back"
+	case in.Import == nil && in.PublishingUnknown:
+		return "waiting for the members' Leases to be read: they say who is still publishing"
+	case len(waiting) > 0:
+		// Created now, the import would be written again as each further exporter's record
+		// arrives; the membership controller enqueues it again once the wait is over.
+		return "waiting for " + strings.Join(waiting, ", ") + " to publish the exports they started with"
+	}
+	return ""
 }
 
 // mergeLive merges the records of the live exporters. With none live, the ServiceImport and

@@ -163,9 +163,19 @@ func TestPlanSkips(t *testing.T) {
 	} {
 		in := input()
 		mutate(&in)
-		if plan := Plan(in); !strings.Contains(plan.Skip, name) || plan.CreateImport != nil || !plan.Slices.Empty() {
+		plan := Plan(in)
+		if !strings.Contains(plan.Skip, name) || plan.CreateImport != nil || !plan.Slices.Empty() {
 			t.Errorf("%s: plan %+v, want a skip that names it", name, plan)
 		}
+		// The reader stops once SkipReason speaks: what it has not read yet must not matter.
+		early := in
+		early.Derived, early.Imported, early.Sources, early.Live, early.Members = nil, nil, nil, nil, nil
+		if got := SkipReason(early); got != plan.Skip {
+			t.Errorf("%s: read up to the publishing members, the sync skips for %q, read whole for %q", name, got, plan.Skip)
+		}
+	}
+	if reason := SkipReason(input()); reason != "" {
+		t.Errorf("a new import nobody waits for skips: %s", reason)
 	}
 }
 
