@@ -28,7 +28,9 @@ type importWriter struct {
 	recorder events.EventRecorder
 	// written remembers the slice writes of the import owner that landed (nil: none).
 	written *writtenSlices
-	owner   types.NamespacedName
+	// echoes remembers what every write that landed left its object at (nil: none).
+	echoes *echoes
+	owner  types.NamespacedName
 }
 
 // do runs one write of kind/verb on obj and counts it by its outcome. A write of the
@@ -44,8 +46,21 @@ func (w importWriter) do(kind, verb string, obj client.Object, write func() erro
 	if remembered, ok := importObjectKinds[kind]; ok {
 		w.written.objectWritten(remembered, w.owner, slicewrite.Op(verb), replaced, uid)
 	}
+	if verb != "delete" {
+		w.echoes.wrote(echoKinds[kind], obj)
+	}
 	return nil
 }
+
+// echoKinds are the kinds whose echoes the import controller drops, by the kind do writes.
+var echoKinds = map[string]string{"serviceimport": echoServiceImport, "serviceimport-status": echoServiceImport, "service": echoService}
+
+// The kinds of objects whose echoes the import controller drops.
+const (
+	echoServiceImport = "serviceimport"
+	echoService       = "service"
+	echoSlice         = "endpointslice"
+)
 
 // importObjectKinds are the kinds do writes whose writes writtenSlices remembers, by the kind
 // it remembers them as.
@@ -142,6 +157,7 @@ func (w importWriter) createDerived(ctx context.Context, si *mcsv1beta1.ServiceI
 		switch {
 		case err == nil:
 			w.written.objectWritten(writtenDerived, w.owner, slicewrite.Create, "", "")
+			w.echoes.wrote(echoService, svc)
 			return importplan.DerivedOutcome{Service: svc}, nil
 		case apierrors.IsInvalid(err) && importplan.IsFamilyRejection(err.Error()):
 			familyErrors = append(familyErrors, err.Error())
@@ -166,6 +182,9 @@ func (w importWriter) writeSlices(ctx context.Context, changes sliceplan.Changes
 				localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
 				if err == nil {
 					importedEndpointSlices.WithLabelValues(string(op)).Inc()
+					if op != slicewrite.Delete {
+						w.echoes.wrote(echoSlice, s)
+					}
 				}
 				if landed != nil {
 					landed(op, s, took, err)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -234,7 +235,7 @@ func newImportReconciler(opts Options, self string, local, broker client.Client,
 	return &importReconciler{
 		local: local, broker: broker, brokerNamespace: opts.BrokerNamespace, self: self, members: members,
 		recorder: recorder, locality: opts.Locality, selection: opts.ClusterSelection,
-		written: newWrittenSlices(),
+		written: newWrittenSlices(), echoes: newEchoes(),
 	}
 }
 
@@ -245,9 +246,9 @@ func (w *wiring) addImports() error {
 	err := ctrl.NewControllerManagedBy(w.mgr).
 		Named("multicluster-import").
 		WithOptions(w.controllerOptions()).
-		For(&mcsv1beta1.ServiceImport{}).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport)).
-		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
+		For(&mcsv1beta1.ServiceImport{}, builder.WithPredicates(imports.echoes.notEchoes(echoServiceImport))).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport), builder.WithPredicates(imports.echoes.notEchoes(echoService))).
+		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport), builder.WithPredicates(imports.echoes.notEchoes(echoSlice))).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
 		WatchesRawSource(brokerKind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
