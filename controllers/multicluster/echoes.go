@@ -23,6 +23,10 @@ import (
 type echoes struct {
 	mu  sync.Mutex
 	now func() time.Time
+	// shown, when set, is told of every echo: the cache now shows that write (an informer
+	// stores an object before it hands out its event), which the sync the echo no longer runs
+	// would have found out.
+	shown func(kind string, obj client.Object)
 	// by object, the resourceVersions of writes whose events have not come yet: a sync writes
 	// a ServiceImport twice (created, then its status) before the first event arrives.
 	m     map[echoKey][]echo
@@ -39,8 +43,8 @@ type echo struct {
 	at              time.Time
 }
 
-func newEchoes() *echoes {
-	return &echoes{now: time.Now, m: map[echoKey][]echo{}}
+func newEchoes(shown func(kind string, obj client.Object)) *echoes {
+	return &echoes{now: time.Now, m: map[echoKey][]echo{}, shown: shown}
 }
 
 // wrote remembers a write of obj that landed; obj is the object as the API server answered,
@@ -63,6 +67,16 @@ func (e *echoes) isEcho(kind string, obj client.Object) bool {
 	if e == nil {
 		return false
 	}
+	if !e.forgetEcho(kind, obj) {
+		return false
+	}
+	if e.shown != nil {
+		e.shown(kind, obj)
+	}
+	return true
+}
+
+func (e *echoes) forgetEcho(kind string, obj client.Object) bool {
 	k := echoKey{kind: kind, key: client.ObjectKeyFromObject(obj)}
 	e.mu.Lock()
 	defer e.mu.Unlock()

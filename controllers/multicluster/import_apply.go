@@ -15,6 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
@@ -65,6 +66,24 @@ const (
 // importObjectKinds are the kinds do writes whose writes writtenSlices remembers, by the kind
 // it remembers them as.
 var importObjectKinds = map[string]string{"serviceimport": writtenImport, "serviceimport-status": writtenImport, "service": writtenDerived}
+
+// echoShown forgets the writes an echo shows the cache holds: the sync that would have found
+// that out no longer runs for the echo, and a write left remembered holds the import's next
+// sync back (a ServiceImport a user deletes would look not created yet).
+func (r *importReconciler) echoShown(kind string, obj client.Object) {
+	switch o := obj.(type) {
+	case *mcsv1beta1.ServiceImport:
+		r.written.objectBehind(writtenImport, client.ObjectKeyFromObject(o), o)
+	case *corev1.Service:
+		if name, ok := names.ImportOfDerived(o.Namespace, o.Name, o.Labels[mcsv1beta1.LabelServiceName]); ok {
+			r.written.objectBehind(writtenDerived, types.NamespacedName{Namespace: o.Namespace, Name: name}, o)
+		}
+	case *discoveryv1.EndpointSlice:
+		if name := o.Labels[mcsv1beta1.LabelServiceName]; name != "" {
+			r.written.sliceShown(types.NamespacedName{Namespace: o.Namespace, Name: name}, o)
+		}
+	}
+}
 
 // apply writes the derived Service first, so that a ServiceImport it creates carries the
 // Service's IPs from the start; then the ServiceImport, its slices and its status.

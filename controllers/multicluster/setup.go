@@ -232,11 +232,13 @@ func (w *wiring) addExports() error {
 
 // newImportReconciler builds the import controller's reconciler from the member's options.
 func newImportReconciler(opts Options, self string, local, broker client.Client, members *membership, recorder events.EventRecorder) *importReconciler {
-	return &importReconciler{
+	r := &importReconciler{
 		local: local, broker: broker, brokerNamespace: opts.BrokerNamespace, self: self, members: members,
 		recorder: recorder, locality: opts.Locality, selection: opts.ClusterSelection,
-		written: newWrittenSlices(), echoes: newEchoes(),
+		written: newWrittenSlices(),
 	}
+	r.echoes = newEchoes(r.echoShown)
+	return r
 }
 
 func (w *wiring) addImports() error {

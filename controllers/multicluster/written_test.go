@@ -404,7 +404,7 @@ func TestImportWritesNothingWhileTheCacheLacksItsServiceImport(t *testing.T) {
 	members := newMembership("west", "broker", time.Minute, broker)
 	members.initialWait = time.Minute
 	r := &importReconciler{local: local, broker: broker, brokerNamespace: "broker", self: "west",
-		members: members, recorder: events.NewFakeRecorder(10), written: newWrittenSlices(), echoes: newEchoes()}
+		members: members, recorder: events.NewFakeRecorder(10), written: newWrittenSlices(), echoes: newEchoes(nil)}
 	key := types.NamespacedName{Namespace: "shop", Name: "web"}
 
 	reconcile := importSteps(t, r, local, key)
