@@ -1,16 +1,19 @@
 package multicluster
 
 import (
+	"reflect"
 	"testing"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetslice/fleetslice/api/v1alpha1"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 )
 
 // When the broker's API server comes back, the broker cache lists every record and slice copy
@@ -72,5 +75,24 @@ func TestBrokerSourcesSkipUpdatesThatChangedNothing(t *testing.T) {
 		if n := queued(); n != 1 {
 			t.Fatalf("%s queued %d reconciles, want its Service's", step.what, n)
 		}
+	}
+}
+
+// A peer's slice copy enqueues the import of its Service only once the peer's record of it is
+// in the broker cache: before that, the sync it ran would ignore the copy, and the record's
+// arrival enqueues the import anyway.
+func TestCopiesEnqueueTheirImportOnceTheirRecordIsCached(t *testing.T) {
+	record := &v1alpha1.ServiceExportRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "broker",
+		Name: names.RecordName("east", "shop", "web"), Labels: names.RecordLabels("east", "shop", "web")}}
+	r := &importReconciler{broker: brokerFake(t, nil, record), brokerNamespace: "broker", self: "west"}
+	copyFrom := func(cluster string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "broker", Name: "web-" + cluster, Labels: names.RecordLabels(cluster, "shop", "web")}}
+	}
+	want := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "web"}}}
+	if got := r.copyToImport(t.Context(), copyFrom("east")); !reflect.DeepEqual(got, want) {
+		t.Fatalf("east's copy, its record cached: %v, want %v", got, want)
+	}
+	if got := r.copyToImport(t.Context(), copyFrom("north")); got != nil {
+		t.Fatalf("north's copy, before its record: %v, want nothing", got)
 	}
 }

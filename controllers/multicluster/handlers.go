@@ -72,7 +72,7 @@ func (r *importReconciler) sliceToImport(ctx context.Context, obj client.Object)
 		return nil
 	}
 	name := slice.Labels[discoveryv1.LabelServiceName]
-	if name == "" || !r.ownRecordExists(ctx, slice.Namespace, name) {
+	if name == "" || !r.recordExists(ctx, r.self, slice.Namespace, name) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: slice.Namespace, Name: name}}}
@@ -103,13 +103,28 @@ func (r *importReconciler) namespaceToImports(ctx context.Context, obj client.Ob
 	return requestsForBrokerObjects(records.Items)
 }
 
-// ownRecordExists tells whether this cluster exports namespace/name, as the broker cache knows.
-// A failed read is logged and answered no: the export's own events requeue the import.
-func (r *importReconciler) ownRecordExists(ctx context.Context, namespace, name string) bool {
+// recordExists tells whether cluster exports namespace/name, as the broker cache knows. A
+// failed read is logged and answered no: the record's own events requeue the import.
+func (r *importReconciler) recordExists(ctx context.Context, cluster, namespace, name string) bool {
 	record := &v1alpha1.ServiceExportRecord{}
-	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(r.self, namespace, name)}, record)
+	err := r.broker.Get(ctx, client.ObjectKey{Namespace: r.brokerNamespace, Name: names.RecordName(cluster, namespace, name)}, record)
 	if err != nil && !apierrors.IsNotFound(err) {
-		log.FromContext(ctx).Error(err, "reading this cluster's broker record", "service", namespace+"/"+name)
+		log.FromContext(ctx).Error(err, "reading a broker record", "cluster", cluster, "service", namespace+"/"+name)
 	}
 	return err == nil
+}
+
+// copyToImport maps a broker slice copy to the import of its Service once the copy's cluster
+// has a record of the Service in the broker cache. A member publishes a copy before its record,
+// and an import sync reads the copies of the clusters whose records it has only: the record's
+// arrival enqueues the import, with the copy already there. Mapped regardless, every copy
+// arriving ran a sync that wrote nothing: one per Service in every peer of a joining member,
+// one per exporter and Service in a bulk start.
+func (r *importReconciler) copyToImport(ctx context.Context, slice *discoveryv1.EndpointSlice) []reconcile.Request {
+	namespace, name, ok := brokerServiceOf(slice)
+	cluster := slice.Labels[v1alpha1.LabelSourceCluster]
+	if !ok || cluster == "" || !r.recordExists(ctx, cluster, namespace, name) {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}}
 }

@@ -254,8 +254,7 @@ func (w *wiring) addImports() error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
 		WatchesRawSource(brokerKind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).
-		WatchesRawSource(brokerKind(brokerCache, &discoveryv1.EndpointSlice{},
-			endpointChangesFirst(brokerObjectToService[*discoveryv1.EndpointSlice]("")))).
+		WatchesRawSource(brokerKind(brokerCache, &discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.copyToImport))).
 		WatchesRawSource(source.Channel(w.members.subscribe(), servicesOfAnnouncedCluster(w.broker.GetClient(), w.opts.BrokerNamespace))).
 		WatchesRawSource(source.Kind(brokerCache, &coordinationv1.Lease{}, demandHandler, demandChanged)).
 		Complete(imports)
