@@ -3,9 +3,15 @@ package mcsbench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
 
 	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
 )
@@ -57,28 +63,19 @@ func (f *fleet) expectedWrites(changes []fleetChange) []apimetrics.Writes {
 
 // measureChangeFloor is the write floor of changes reaching a converged set: the slice updates
 // expectedWrites names besides the bench's own (one per change in the broker and in every
-// member), by plain clients without a rate limit as measureFloor writes. The slices they update
-// are created first, untimed.
+// member), by plain clients without a rate limit as measureFloor writes.
 func (f *fleet) measureChangeFloor(ctx context.Context, namespace string, changes []fleetChange) (time.Duration, error) {
 	clients, err := f.floorClients(ctx, namespace)
 	if err != nil {
 		return 0, err
 	}
-	creates, updates := make([][]floorJob, len(clients)), make([][]floorJob, len(clients))
-	for i := range clients {
-		for _, c := range changes {
-			name := fleetService(c.service)
-			s := fleetSlice(name, memberAddress(c.member, c.service, 0))
-			s.Namespace, s.Name = namespace, f.set.IDs[c.member]+"."+name
-			creates[i] = append(creates[i], func(ctx context.Context, cl client.Client) error { return cl.Create(ctx, s) })
-			updates[i] = append(updates[i], func(ctx context.Context, cl client.Client) error {
-				s.Endpoints = fleetSlice(name, changedSlice(c)...).Endpoints
-				return cl.Update(ctx, s)
-			})
-		}
+	in, err := f.readFloorInputs(ctx)
+	if err != nil {
+		return 0, err
 	}
-	if _, err := runAll(ctx, clients, creates); err != nil {
-		return 0, fmt.Errorf("creating the slices the floor updates: %w", err)
+	updates, err := f.changeFloorJobs(ctx, clients, namespace, in, changes)
+	if err != nil {
+		return 0, err
 	}
 	took, err := runAll(ctx, clients, updates)
 	if err != nil {
@@ -86,6 +83,93 @@ func (f *fleet) measureChangeFloor(ctx context.Context, namespace string, change
 	}
 	f.logf("write floor in %s (%d changes): %s", namespace, len(changes), took.Round(time.Millisecond))
 	return took, cleanFloor(ctx, clients, namespace)
+}
+
+// changeFloorJobs creates in namespace, untimed, the objects changes update as fleetslice's
+// builders make them from in (the workload before the changes): each changed Service's broker
+// copy, and in every member its slice imported from the changed exporter, owned by a
+// ServiceImport. It returns the updates the changes make of them, as the builders make them
+// from the changed workload: one per change and API server, the broker first.
+func (f *fleet) changeFloorJobs(ctx context.Context, clients []client.Client, namespace string, in floorInputs, changes []fleetChange) ([][]floorJob, error) {
+	changed := in.withChanges(changes)
+	creates, updates := make([][]floorJob, len(clients)), make([][]floorJob, len(clients))
+	for _, c := range changes {
+		before, after := f.floorCopies(namespace, in, c.member, c.service), f.floorCopies(namespace, changed, c.member, c.service)
+		if len(before) != 1 || len(after) != 1 {
+			return nil, fmt.Errorf("%s %s: %d broker copies before the change and %d after, want one", f.set.IDs[c.member], fleetService(c.service), len(before), len(after))
+		}
+		creates[0] = append(creates[0], createJob(before[0]))
+		updates[0] = append(updates[0], updateJob(before[0], after[0]))
+		for m := range f.set.Members {
+			before, after, err := f.importedChange(namespace, in, changed, m, c)
+			if err != nil {
+				return nil, err
+			}
+			creates[m+1] = append(creates[m+1], createJob(before))
+			updates[m+1] = append(updates[m+1], updateJob(before, after))
+		}
+	}
+	if _, err := runAll(ctx, clients, creates); err != nil {
+		return nil, fmt.Errorf("creating the slices the floor updates: %w", err)
+	}
+	return updates, nil
+}
+
+// importedChange is member m's slice imported from c's exporter, as its import sync creates it
+// from in, and the update of it its sync makes once the exporter's slice is as in changed.
+func (f *fleet) importedChange(namespace string, in, changed floorInputs, m int, c fleetChange) (before, after *discoveryv1.EndpointSlice, err error) {
+	exporters := allMembers(len(f.set.Members))
+	plan := f.importPlan(namespace, in, m, c.service, exporters, nil)
+	si := plan.CreateImport.DeepCopy()
+	si.UID = types.UID(fmt.Sprintf("floor-%s-%d", f.set.IDs[m], c.service))
+	from := f.set.IDs[c.member]
+	for _, s := range plan.Slices.Create {
+		if s.Labels[mcsv1beta1.LabelSourceCluster] == from {
+			before = s
+		}
+	}
+	if before == nil {
+		return nil, nil, fmt.Errorf("%s imports no slice of %s from %s", f.set.IDs[m], fleetService(c.service), from)
+	}
+	importplan.BindOwner(before, si)
+	again := f.importPlan(namespace, changed, m, c.service, exporters, &floorImport{si: si, imported: []discoveryv1.EndpointSlice{*before}})
+	for _, s := range again.Slices.Update {
+		if s.Name == before.Name {
+			after = s
+		}
+	}
+	if after == nil || len(again.Slices.Delete) > 0 {
+		return nil, nil, fmt.Errorf("%s's import of %s takes the change from %s as %d updates, %d deletes, not one update",
+			f.set.IDs[m], fleetService(c.service), from, len(again.Slices.Update), len(again.Slices.Delete))
+	}
+	importplan.BindOwner(after, si)
+	return before, after, nil
+}
+
+// withChanges is in with every changed Service's source slice holding changedSlice's endpoints.
+func (in floorInputs) withChanges(changes []fleetChange) floorInputs {
+	out := floorInputs{records: in.records, sources: make([][]*discoveryv1.EndpointSlice, len(in.sources))}
+	for m := range in.sources {
+		out.sources[m] = slices.Clone(in.sources[m])
+	}
+	for _, c := range changes {
+		s := out.sources[c.member][c.service].DeepCopy()
+		s.Endpoints = fleetSlice(fleetService(c.service), changedSlice(c)...).Endpoints
+		out.sources[c.member][c.service] = s
+	}
+	return out
+}
+
+func createJob(obj client.Object) floorJob {
+	return func(ctx context.Context, cl client.Client) error { return cl.Create(ctx, obj) }
+}
+
+// updateJob writes after over before, which a create job wrote.
+func updateJob(before, after client.Object) floorJob {
+	return func(ctx context.Context, cl client.Client) error {
+		after.SetResourceVersion(before.GetResourceVersion())
+		return cl.Update(ctx, after)
+	}
 }
 
 // timeAPIServerRestart stops and starts one cluster's kube-apiserver while no manager runs, and

@@ -29,7 +29,8 @@ import (
 // cost of a write grows with what the object holds. This converges a two-member ClusterSet on
 // the bench's workload, then writes the bulk start's floor beside it in the same API servers
 // and compares every object fleetslice wrote with the floor's: the same fields, and sizes
-// within a few bytes (names, IPs and times differ).
+// within a few bytes (names, IPs and times differ). The same for the broker comeback's floor:
+// the slices one endpoint change updates, as fleetslice updated them and as the floor does.
 func TestFloorObjectsAreTheObjectsOfAConvergedClusterSet(t *testing.T) {
 	if _, err := k8sbin.Dir(k8sbin.Etcd, k8sbin.KubeAPIServer); err != nil {
 		t.Skipf("envtest binaries: %v", err)
@@ -67,6 +68,22 @@ func TestFloorObjectsAreTheObjectsOfAConvergedClusterSet(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitExported(ctx, t, member, name)
+	}
+	// A comeback's change, made once the set converged: the comeback floor's updates are
+	// compared with what fleetslice made of it.
+	beforeChange, err := f.readFloorInputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := []fleetChange{{member: 0, service: 0}}
+	if err := f.makeChanges(ctx, change); err != nil {
+		t.Fatal(err)
+	}
+	imported[cs.Members[0].Name] = changedSlice(change[0])
+	for _, member := range cs.Members {
+		if err := member.WaitForImportedAddresses(ctx, fleetNamespace, name, imported); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Every member converged before any stops: a stopped member's Lease lapses within seconds,
 	// and a peer still running would withdraw its endpoints.
@@ -110,6 +127,27 @@ func TestFloorObjectsAreTheObjectsOfAConvergedClusterSet(t *testing.T) {
 		sameShapes(t, member.Name+" imported slices", importedSlices(fleetNamespace), importedSlices(floorNamespace), 2)
 	}
 	published := map[string]string{v1alpha1.LabelServiceName: name}
+	changedCopies := client.MatchingLabels(names.RecordLabels(cs.Members[0].Name, fleetNamespace, name))
+	const comebackNamespace = "floor-comeback"
+	if clients, err = f.floorClients(ctx, comebackNamespace); err != nil {
+		t.Fatal(err)
+	}
+	updates, err := f.changeFloorJobs(ctx, clients, comebackNamespace, beforeChange, change)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runAll(ctx, clients, updates); err != nil {
+		t.Fatal(err)
+	}
+	sameShapes(t, "broker slice copy after the change",
+		list(ctx, t, cs.Broker.Client, cs.Broker.Namespace, &discoveryv1.EndpointSliceList{}, changedCopies),
+		list(ctx, t, cs.Broker.Client, comebackNamespace, &discoveryv1.EndpointSliceList{}, changedCopies), 1)
+	for _, member := range cs.Members {
+		fromChanged := client.MatchingLabels{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: cs.Members[0].Name}
+		sameShapes(t, member.Name+" slice imported from the changed member",
+			list(ctx, t, member.Client, fleetNamespace, &discoveryv1.EndpointSliceList{}, fromChanged),
+			list(ctx, t, member.Client, comebackNamespace, &discoveryv1.EndpointSliceList{}, fromChanged), 1)
+	}
 	sameShapes(t, "broker records",
 		list(ctx, t, cs.Broker.Client, cs.Broker.Namespace, &v1alpha1.ServiceExportRecordList{}, client.MatchingLabels(published)),
 		list(ctx, t, cs.Broker.Client, floorNamespace, &v1alpha1.ServiceExportRecordList{}, client.MatchingLabels(published)), 2)
