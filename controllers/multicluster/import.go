@@ -48,8 +48,6 @@ type importReconciler struct {
 	written *writtenSlices
 	// leases remembers what each member Lease publishes between syncs.
 	leases leaseMembers
-	// echoes holds the watch events of this controller's own writes back from its queue.
-	echoes *echoes
 }
 
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch;create;update;patch;delete
@@ -106,7 +104,7 @@ func (r *importReconciler) reconcile(ctx context.Context, key types.NamespacedNa
 		log.FromContext(ctx).V(1).Info("cluster allocation changed", "serviceImport", key,
 			"mode", res.Mode, "reason", res.Reason, "spilled", res.Spilled, "maxLoad", res.MaxLoad)
 	}
-	w := importWriter{c: r.local, recorder: r.recorder, written: r.written, echoes: r.echoes, owner: key}
+	w := importWriter{c: r.local, recorder: r.recorder, written: r.written, owner: key}
 	if plan.Teardown != nil {
 		return w.teardown(ctx, key, plan.Teardown)
 	}

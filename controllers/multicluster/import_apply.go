@@ -15,7 +15,6 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
-	"github.com/fleetslice/fleetslice/controllers/multicluster/names"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/sliceplan"
 	"github.com/fleetslice/fleetslice/controllers/slicewrite"
 )
@@ -29,9 +28,7 @@ type importWriter struct {
 	recorder events.EventRecorder
 	// written remembers the slice writes of the import owner that landed (nil: none).
 	written *writtenSlices
-	// echoes remembers what every write that landed left its object at (nil: none).
-	echoes *echoes
-	owner  types.NamespacedName
+	owner   types.NamespacedName
 }
 
 // do runs one write of kind/verb on obj and counts it by its outcome. A write of the
@@ -47,43 +44,12 @@ func (w importWriter) do(kind, verb string, obj client.Object, write func() erro
 	if remembered, ok := importObjectKinds[kind]; ok {
 		w.written.objectWritten(remembered, w.owner, slicewrite.Op(verb), replaced, uid)
 	}
-	if verb != "delete" {
-		w.echoes.wrote(echoKinds[kind], obj)
-	}
 	return nil
 }
-
-// echoKinds are the kinds whose echoes the import controller drops, by the kind do writes.
-var echoKinds = map[string]string{"serviceimport": echoServiceImport, "serviceimport-status": echoServiceImport, "service": echoService}
-
-// The kinds of objects whose echoes the import controller drops.
-const (
-	echoServiceImport = "serviceimport"
-	echoService       = "service"
-	echoSlice         = "endpointslice"
-)
 
 // importObjectKinds are the kinds do writes whose writes writtenSlices remembers, by the kind
 // it remembers them as.
 var importObjectKinds = map[string]string{"serviceimport": writtenImport, "serviceimport-status": writtenImport, "service": writtenDerived}
-
-// echoShown forgets the writes an echo shows the cache holds: the sync that would have found
-// that out no longer runs for the echo, and a write left remembered holds the import's next
-// sync back (a ServiceImport a user deletes would look not created yet).
-func (r *importReconciler) echoShown(kind string, obj client.Object) {
-	switch o := obj.(type) {
-	case *mcsv1beta1.ServiceImport:
-		r.written.objectBehind(writtenImport, client.ObjectKeyFromObject(o), o)
-	case *corev1.Service:
-		if name, ok := names.ImportOfDerived(o.Namespace, o.Name, o.Labels[mcsv1beta1.LabelServiceName]); ok {
-			r.written.objectBehind(writtenDerived, types.NamespacedName{Namespace: o.Namespace, Name: name}, o)
-		}
-	case *discoveryv1.EndpointSlice:
-		if name := o.Labels[mcsv1beta1.LabelServiceName]; name != "" {
-			r.written.sliceShown(types.NamespacedName{Namespace: o.Namespace, Name: name}, o)
-		}
-	}
-}
 
 // apply writes the derived Service first, so that a ServiceImport it creates carries the
 // Service's IPs from the start; then the ServiceImport, its slices and its status.
@@ -176,7 +142,6 @@ func (w importWriter) createDerived(ctx context.Context, si *mcsv1beta1.ServiceI
 		switch {
 		case err == nil:
 			w.written.objectWritten(writtenDerived, w.owner, slicewrite.Create, "", "")
-			w.echoes.wrote(echoService, svc)
 			return importplan.DerivedOutcome{Service: svc}, nil
 		case apierrors.IsInvalid(err) && importplan.IsFamilyRejection(err.Error()):
 			familyErrors = append(familyErrors, err.Error())
@@ -201,9 +166,6 @@ func (w importWriter) writeSlices(ctx context.Context, changes sliceplan.Changes
 				localWrites.WithLabelValues("endpointslice", string(op), result(err)).Inc()
 				if err == nil {
 					importedEndpointSlices.WithLabelValues(string(op)).Inc()
-					if op != slicewrite.Delete {
-						w.echoes.wrote(echoSlice, s)
-					}
 				}
 				if landed != nil {
 					landed(op, s, took, err)

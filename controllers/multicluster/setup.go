@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -237,13 +236,11 @@ func (w *wiring) addExports() error {
 
 // newImportReconciler builds the import controller's reconciler from the member's options.
 func newImportReconciler(opts Options, self string, local, broker client.Client, members *membership, recorder events.EventRecorder) *importReconciler {
-	r := &importReconciler{
+	return &importReconciler{
 		local: local, broker: broker, brokerNamespace: opts.BrokerNamespace, self: self, members: members,
 		recorder: recorder, locality: opts.Locality, selection: opts.ClusterSelection,
 		written: newWrittenSlices(),
 	}
-	r.echoes = newEchoes(r.echoShown)
-	return r
 }
 
 func (w *wiring) addImports() error {
@@ -253,9 +250,9 @@ func (w *wiring) addImports() error {
 	err := ctrl.NewControllerManagedBy(w.mgr).
 		Named("multicluster-import").
 		WithOptions(w.controllerOptions()).
-		For(&mcsv1beta1.ServiceImport{}, builder.WithPredicates(imports.echoes.notEchoes(echoServiceImport))).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport), builder.WithPredicates(imports.echoes.notEchoes(echoService))).
-		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport), builder.WithPredicates(imports.echoes.notEchoes(echoSlice))).
+		For(&mcsv1beta1.ServiceImport{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(derivedToImport)).
+		Watches(&discoveryv1.EndpointSlice{}, endpointChangesFirst(imports.sliceToImport)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(imports.namespaceToImports)).
 		WatchesRawSource(brokerKind(brokerCache, &v1alpha1.ServiceExportRecord{},
 			handler.TypedEnqueueRequestsFromMapFunc(brokerObjectToService[*v1alpha1.ServiceExportRecord]("")))).

@@ -177,25 +177,6 @@ func (w *writtenSlices) behind(owner types.NamespacedName, cached []discoveryv1.
 	return behind
 }
 
-// sliceShown forgets owner's writes of slice once the cache shows them: the watch event of
-// the last one arrived, and no sync runs for it to look (see echoes).
-func (w *writtenSlices) sliceShown(owner types.NamespacedName, slice *discoveryv1.EndpointSlice) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	writes := w.m[owner]
-	rec, ok := writes[slice.Name]
-	if !ok || rec.shownLagging(slice, w.now()) {
-		return
-	}
-	delete(writes, slice.Name)
-	if len(writes) == 0 {
-		delete(w.m, owner)
-	}
-}
-
 // shownLagging says whether shown, the object as the cache shows it (nil: absent), is from
 // before this write, while the write is young enough to be waited for.
 func (rec writtenSlice) shownLagging(shown metav1.Object, now time.Time) bool {
