@@ -299,9 +299,9 @@ func formatWrites(per map[apimetrics.Write]float64) string {
 	return fmt.Sprintf("%.2f in all: %s", total, strings.Join(parts, ", "))
 }
 
-// importSyncBudget bounds an import's syncs in the bulk start, most of which write nothing: about
-// 5 each (586 to 601 for 120 imports in four runs) since a peer's slice copy enqueues the import only once the
-// peer's record is cached; 7.8 before (940), when every copy arriving ran one.
+// importSyncBudget bounds an import's syncs in the bulk start, most of which write nothing:
+// about 5 each (586 to 601 for 120 imports in four runs) since a peer's slice copy enqueues the
+// import only once the peer's record is cached; 7.8 before (940), when every copy ran one.
 const importSyncBudget = 6.5
 
 // logSyncs logs and returns how many syncs each controller of every member ran so far (the
