@@ -29,6 +29,7 @@ import (
 	"github.com/fleetslice/fleetslice/controllers/apiclient"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/brokercreds"
 	"github.com/fleetslice/fleetslice/controllers/multicluster/clusterid"
+	"github.com/fleetslice/fleetslice/controllers/multicluster/liveness"
 	"github.com/fleetslice/fleetslice/controllers/reconnect"
 )
 
@@ -144,19 +145,13 @@ func (w *wiring) connectBroker(ctx context.Context, cachedConfig, directConfig *
 	if err != nil {
 		return nil, fmt.Errorf("broker client: %w", err)
 	}
+	lease := client.ObjectKey{Namespace: w.opts.BrokerNamespace, Name: liveness.LeaseName(w.self)}
 	interval := w.opts.ReconnectProbeInterval
 	if interval == 0 {
 		interval = DefaultReconnectProbeInterval
 	}
-	// The broker's /readyz, as for the member cache: a broker that serves but still starts
-	// answers reads, and every member's broker cache listing thousands of records and copies at
-	// that moment held its own post-start hooks back: a broker back after a minute with 1,000
-	// changes queued was ready 24 s after its start in a 10-member set, 3 s with no manager.
-	probe, err := reconnect.Readyz(directConfig)
-	if err != nil {
-		return nil, err
-	}
-	gate := &reconnect.Gate{Server: "broker", Interval: interval, Answered: w.outage.observe, Probe: probe}
+	gate := &reconnect.Gate{Server: "broker", Interval: interval, Answered: w.outage.observe,
+		Probe: func(ctx context.Context) error { return direct.Get(ctx, lease, &coordinationv1.Lease{}) }}
 	w.broker, err = cluster.New(cachedConfig, w.brokerClusterOptions(brokerScheme, gate))
 	if err != nil {
 		return nil, fmt.Errorf("broker cluster: %w", err)
