@@ -142,17 +142,29 @@ func apiServerProfile(ctx context.Context, cfg *rest.Config, seconds int) ([]byt
 // managerProfile asks a manager serving pprof on addr for a CPU profile of seconds, waiting a
 // little for a manager just started to listen.
 func managerProfile(ctx context.Context, addr string, seconds int) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), nil)
+	raw, err := managerGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not serve pprof: %w", addr, err)
+	}
+	return raw, nil
+}
+
+// managerGet reads one page a manager serves, retrying for up to within while it does not
+// answer yet (a manager just started).
+func managerGet(ctx context.Context, url string, within time.Duration) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	var resp *http.Response
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		resp, err = http.DefaultClient.Do(req)
-		return err == nil, nil
+	var last error
+	// The condition runs at least once, even with within 0.
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		resp, last = http.DefaultClient.Do(req)
+		return last == nil, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s does not serve pprof: %w", addr, err)
+		return nil, fmt.Errorf("%w (last: %v)", err, last)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -246,17 +258,5 @@ func countersBetween(before, after []byte) []string {
 
 // managerMetrics reads a manager's metrics exposition.
 func managerMetrics(ctx context.Context, addr string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s", resp.Status)
-	}
-	return io.ReadAll(resp.Body)
+	return managerGet(ctx, "http://"+addr+"/metrics", 0)
 }

@@ -1,6 +1,10 @@
 package mcsbench
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -38,5 +42,18 @@ process_cpu_seconds_total 9
 	}
 	if got := fields(countersBetween(nil, after)); len(got) != 4 || got[2] != "controller_runtime_reconcile_total controller=multicluster-import result=success 25" {
 		t.Fatalf("from a manager just started: %q", got)
+	}
+}
+
+// managerGet reads a page once when given no time to wait, and says why when it cannot.
+func TestManagerGetAsksOnceWithoutAWait(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "counters") }))
+	got, err := managerGet(context.Background(), srv.URL, 0)
+	if err != nil || string(got) != "counters" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	srv.Close()
+	if _, err := managerGet(context.Background(), srv.URL, 0); err == nil || !strings.Contains(err.Error(), "last:") {
+		t.Fatalf("a manager that is gone: %v", err)
 	}
 }
