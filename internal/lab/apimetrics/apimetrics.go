@@ -48,7 +48,7 @@ func Scrape(ctx context.Context, cfg *rest.Config) ([]byte, error) {
 // full parse of megabytes of exposition made the bench itself a noticeable CPU load.
 func CountWrites(exposition []byte, keep func(resource string) bool) (Writes, error) {
 	out := Writes{Served: map[Write]int{}, Conflicts: map[Write]int{}}
-	err := eachSeries(exposition, "apiserver_request_total{", func(labels map[string]string, value float64) {
+	err := EachSeries(exposition, "apiserver_request_total{", func(labels map[string]string, value float64) {
 		verb, ok := verbNames[labels["verb"]]
 		if !ok || (keep != nil && !keep(labels["resource"])) {
 			return
@@ -113,16 +113,16 @@ func WatchEvents(exposition []byte, keep func(resource string) bool) (events, by
 			}
 		}
 	}
-	if err := eachSeries(exposition, "apiserver_watch_events_total{", add(&events)); err != nil {
+	if err := EachSeries(exposition, "apiserver_watch_events_total{", add(&events)); err != nil {
 		return 0, 0, err
 	}
-	return events, bytes, eachSeries(exposition, "apiserver_watch_events_sizes_sum{", add(&bytes))
+	return events, bytes, EachSeries(exposition, "apiserver_watch_events_sizes_sum{", add(&bytes))
 }
 
 // EachRequest calls fn with every apiserver_request_total series of an exposition: reads and
 // watches too, the resource with "/<subresource>" when there is one.
 func EachRequest(exposition []byte, fn func(verb, resource, code string, count int)) error {
-	return eachSeries(exposition, "apiserver_request_total{", func(labels map[string]string, value float64) {
+	return EachSeries(exposition, "apiserver_request_total{", func(labels map[string]string, value float64) {
 		resource := labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			resource += "/" + sub
@@ -134,10 +134,6 @@ func EachRequest(exposition []byte, fn func(verb, resource, code string, count i
 // EachSeries calls fn with the labels and value of every series whose line begins with prefix
 // (a metric's name and "{"), in any Prometheus text exposition.
 func EachSeries(exposition []byte, prefix string, fn func(labels map[string]string, value float64)) error {
-	return eachSeries(exposition, prefix, fn)
-}
-
-func eachSeries(exposition []byte, prefix string, fn func(labels map[string]string, value float64)) error {
 	for line := range bytes.Lines(exposition) {
 		if !bytes.HasPrefix(line, []byte(prefix)) {
 			continue

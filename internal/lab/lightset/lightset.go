@@ -131,12 +131,14 @@ func (s *Set) StartManagers(ids ...string) error {
 		}
 		args := []string{
 			"--kubeconfig", s.memberKubeconfig(id), "--broker-kubeconfig", s.brokerKubeconfig(id),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--health-probe-bind-address", "0",
 		}
 		if s.opts.Lease > 0 {
 			args = append(args, "--cluster-lease-duration", s.opts.Lease.String())
 		}
-		if s.opts.Pprof {
+		if !s.opts.Pprof {
+			args = append(args, "--metrics-bind-address", "0")
+		} else {
 			addr, err := localset.FreeLoopbackAddress()
 			if err != nil {
 				return err

@@ -12,7 +12,6 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/fleetslice/fleetslice/controllers/multicluster/importplan"
-
 	"github.com/fleetslice/fleetslice/internal/lab/apimetrics"
 )
 

@@ -220,7 +220,11 @@ func (p *phaseProfile) writeReconciles(ctx context.Context) {
 			continue
 		}
 		fmt.Fprintf(&out, "# manager-%s\n", id)
-		for _, line := range countersBetween(p.managersBefore[id], after) {
+		lines, err := countersBetween(p.managersBefore[id], after)
+		if err != nil {
+			fmt.Fprintf(&out, "# unreadable metrics: %v\n", err)
+		}
+		for _, line := range lines {
 			out.WriteString(line + "\n")
 		}
 	}
@@ -231,29 +235,31 @@ func (p *phaseProfile) writeReconciles(ctx context.Context) {
 }
 
 // countersBetween lists the managerSeries two expositions differ by, one "metric labels delta"
-// line each, sorted.
-func countersBetween(before, after []byte) []string {
-	count := func(exposition []byte) map[string]float64 {
+// line each, sorted; a malformed exposition is an error, with what could be read listed.
+func countersBetween(before, after []byte) ([]string, error) {
+	count := func(exposition []byte) (map[string]float64, error) {
 		n := map[string]float64{}
+		var errs []error
 		for _, prefix := range managerSeries {
-			_ = apimetrics.EachSeries(exposition, prefix, func(labels map[string]string, value float64) {
+			errs = append(errs, apimetrics.EachSeries(exposition, prefix, func(labels map[string]string, value float64) {
 				key := strings.TrimSuffix(prefix, "{")
 				for _, name := range slices.Sorted(maps.Keys(labels)) {
 					key += " " + name + "=" + labels[name]
 				}
 				n[key] += value
-			})
+			}))
 		}
-		return n
+		return n, errors.Join(errs...)
 	}
-	b, a := count(before), count(after)
+	b, errBefore := count(before)
+	a, errAfter := count(after)
 	var out []string
 	for _, key := range slices.Sorted(maps.Keys(a)) {
 		if d := a[key] - b[key]; d != 0 {
 			out = append(out, fmt.Sprintf("%-90s %8.0f", key, d))
 		}
 	}
-	return out
+	return out, errors.Join(errBefore, errAfter)
 }
 
 // managerMetrics reads a manager's metrics exposition.

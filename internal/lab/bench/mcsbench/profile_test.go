@@ -25,7 +25,11 @@ controller_runtime_reconcile_total{controller="multicluster-import",result="requ
 workqueue_adds_total{controller="multicluster-import",name="multicluster-import"} 40
 process_cpu_seconds_total 9
 `)
-	fields := func(lines []string) []string {
+	fields := func(lines []string, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var out []string
 		for _, l := range lines {
 			out = append(out, strings.Join(strings.Fields(l), " "))
@@ -42,6 +46,9 @@ process_cpu_seconds_total 9
 	}
 	if got := fields(countersBetween(nil, after)); len(got) != 4 || got[2] != "controller_runtime_reconcile_total controller=multicluster-import result=success 25" {
 		t.Fatalf("from a manager just started: %q", got)
+	}
+	if _, err := countersBetween(before, []byte("workqueue_adds_total{name=\"x\"} not-a-number\n")); err == nil {
+		t.Fatal("a malformed exposition was read without an error")
 	}
 }
 
