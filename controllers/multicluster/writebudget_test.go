@@ -302,7 +302,7 @@ func formatWrites(per map[apimetrics.Write]float64) string {
 }
 
 // importSyncBudget bounds an import's syncs in the bulk start, most of which write nothing:
-// about 5 each (586 to 605 for 120 imports in five runs) since a peer's slice copy enqueues the
+// about 5 each (586 to 607 for 120 imports in eight runs) since a peer's slice copy enqueues the
 // import only once the peer's record is cached; 7.8 before (940), when every copy ran one.
 const importSyncBudget = 6.5
 
